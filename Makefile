@@ -1,0 +1,89 @@
+# The one task runner. `make setup` is idempotent; every other target depends on it.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+PROTO_DEPS := .cache/protos
+PROTO_FILES := $(shell find protos -name '*.proto' | sort)
+# What `buf breaking` compares against: the previous commit by default.
+BREAKING_AGAINST ?= HEAD~1
+
+.PHONY: help setup demo serve test test-fast lint fmt gen check-gen protos-deps models bench interop clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0
+	$(PY) -m service.provision protos
+	$(MAKE) --no-print-directory gen-deps
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed ## create .venv, install everything, fetch third-party protos and the embedding model
+	$(PY) -m service.provision protos
+	$(MAKE) --no-print-directory gen-deps
+	$(PY) -m service.provision models
+
+# Python code for the fetched third-party protos (our generated code imports it); never committed.
+gen-deps:
+	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I $(PROTO_DEPS) --python_out=generated --mypy_out=generated \
+		$(PROTO_DEPS)/buf/validate/validate.proto
+	touch generated/buf/__init__.py generated/buf/validate/__init__.py
+
+# The single command that regenerates generated/ from protos/.
+gen: setup ## regenerate generated/ from protos/
+	$(MAKE) --no-print-directory gen-into OUT=generated
+
+gen-into:
+	rm -rf $(OUT)/ragagent && mkdir -p $(OUT)
+	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I protos -I $(PROTO_DEPS) \
+		--python_out=$(OUT) --grpc_python_out=$(OUT) --mypy_out=$(OUT) --mypy_grpc_out=$(OUT) \
+		$(PROTO_FILES)
+	touch $(OUT)/ragagent/__init__.py $(OUT)/ragagent/v1/__init__.py $(OUT)/ragagent/py.typed
+
+check-gen: setup ## fail when generated/ is stale
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(MAKE) --no-print-directory gen-into OUT=$$tmp && \
+	diff -r -x __pycache__ $$tmp/ragagent generated/ragagent && echo "generated/ is up to date"
+
+lint: setup ## ruff, mypy --strict, buf lint/format/breaking
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy service
+	$(BIN)/buf lint
+	$(BIN)/buf format -d --exit-code protos
+	$(MAKE) --no-print-directory breaking
+
+# buf breaking against the protos of $(BREAKING_AGAINST); the fetched third-party protos are
+# added to that tree so that it builds without the Buf Schema Registry.
+breaking:
+	@if ! git rev-parse --verify --quiet '$(BREAKING_AGAINST)^{commit}' >/dev/null \
+		|| [ -z "$$(git ls-tree -r --name-only '$(BREAKING_AGAINST)' -- protos)" ]; then \
+		echo "buf breaking: $(BREAKING_AGAINST) has no protos, nothing to compare"; exit 0; fi; \
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	git archive '$(BREAKING_AGAINST)' protos buf.yaml | tar -x -C $$tmp && \
+	mkdir -p $$tmp/.cache && cp -r $(PROTO_DEPS) $$tmp/.cache/protos && \
+	$(BIN)/buf build $$tmp -o $$tmp/against.binpb && \
+	$(BIN)/buf breaking --against $$tmp/against.binpb && \
+	echo "buf breaking: no breaking change against $(BREAKING_AGAINST)"
+
+fmt: setup ## format Python and protos in place
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+	$(BIN)/buf format -w protos
+
+test: setup ## the whole test suite
+	$(BIN)/pytest -q
+
+test-fast: setup ## tests without the slow ones
+	$(BIN)/pytest -q -m 'not slow'
+
+clean: ## remove caches (keeps .venv and the downloads)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache
