@@ -100,9 +100,9 @@ def default_model_dir() -> Path:
 def _download(artifact: Artifact, cache_dir: Path) -> bytes:
     cached = cache_dir / artifact.filename
     if cached.exists():
-        data = cached.read_bytes()
-        if hashlib.sha256(data).hexdigest() == artifact.sha256:
-            return data
+        kept = cached.read_bytes()
+        if hashlib.sha256(kept).hexdigest() == artifact.sha256:
+            return kept
     request = urllib.request.Request(
         f"{INDEX_URL}/{artifact.project}/",
         headers={"Accept": "application/vnd.pypi.simple.v1+json"},
@@ -113,7 +113,7 @@ def _download(artifact: Artifact, cache_dir: Path) -> bytes:
     if url is None:
         raise SystemExit(f"provision: {artifact.filename} is not on the index {INDEX_URL}")
     with urllib.request.urlopen(url, timeout=600) as response:  # noqa: S310
-        data = response.read()
+        data: bytes = response.read()
     digest = hashlib.sha256(data).hexdigest()
     if digest != artifact.sha256:
         raise SystemExit(

@@ -1,0 +1,1 @@
+"""gRPC servicers: protobuf in, domain calls, protobuf out. No business logic here."""

@@ -1,0 +1,239 @@
+"""The service's one configuration object.
+
+Every setting comes from the environment (prefix ``RAGAGENT_``) or a ``.env`` file in the
+working directory; the CLI's flags override a few. ``ragagent serve --help`` lists them all
+with these descriptions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigurationError
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback)
+
+
+def default_data_dir() -> Path:
+    """Where embedded state (Qdrant folder, SQLite database) lives unless configured."""
+    return _xdg("XDG_DATA_HOME", ".local/share") / "ragagent"
+
+
+def default_model_dir() -> Path:
+    """Where `make setup` provisions the default embedding model."""
+    return _xdg("XDG_CACHE_HOME", ".cache") / "ragagent" / "models" / "all-MiniLM-L6-v2-int8"
+
+
+Strategy = Literal["auto", "agentic", "retrieve_first", "extractive"]
+
+
+class Settings(BaseSettings):
+    """All settings of ragagent. Env var = ``RAGAGENT_`` + the field name in upper case."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGAGENT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+        populate_by_name=True,
+    )
+
+    # --- serving -----------------------------------------------------------------------
+    address: str = Field(
+        "127.0.0.1:50051",
+        description="HOST:PORT the gRPC server listens on (port 0 picks a free port).",
+    )
+    grace_period: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds in-flight calls may take to finish after SIGTERM/SIGINT.",
+    )
+    max_message_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=64 * 1024,
+        le=256 * 1024 * 1024,
+        description="Largest gRPC message accepted or sent, in bytes.",
+    )
+    keepalive_time: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between server keepalive pings on idle connections.",
+    )
+    keepalive_timeout: float = Field(
+        20.0, gt=0, description="Seconds to wait for a keepalive ping's acknowledgement."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Lowest log level written."
+    )
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="Log format; auto = console on a TTY, JSON otherwise."
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Folder for embedded state: the local Qdrant store and the SQLite "
+        "session database. Only one process may open it at a time.",
+    )
+
+    # --- vector store ------------------------------------------------------------------
+    qdrant_url: str | None = Field(
+        None,
+        description="URL of a Qdrant server or cluster; unset = embedded store under DATA_DIR.",
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key for QDRANT_URL.")
+    qdrant_collection: str = Field(
+        "ragagent", min_length=1, max_length=255, description="Qdrant collection name."
+    )
+    qdrant_timeout: float = Field(
+        10.0, gt=0, description="Upper bound in seconds on one Qdrant request."
+    )
+    confidence_threshold: float = Field(
+        0.35,
+        ge=0,
+        le=1,
+        description="Default minimum relevance score (0-1) for a source to be used.",
+    )
+
+    # --- embeddings --------------------------------------------------------------------
+    embedding_provider: Literal["fastembed", "openai"] = Field(
+        "fastembed", description="fastembed (local ONNX) or openai (any /v1/embeddings)."
+    )
+    embedding_model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        min_length=1,
+        description="Embedding model name (a fastembed model, or the model of the "
+        "OpenAI-compatible endpoint).",
+    )
+    embedding_model_dir: Path | None = Field(
+        default_factory=default_model_dir,
+        description="Local ONNX model folder for fastembed (model.onnx, tokenizer.json, "
+        "config.json); when it does not exist, fastembed resolves EMBEDDING_MODEL itself.",
+    )
+    embedding_max_tokens: int = Field(
+        256, ge=16, le=8192, description="Token limit of one embedded text (longer is cut)."
+    )
+    embedding_batch_size: int = Field(32, ge=1, le=1024, description="Texts per embedding batch.")
+    embedding_threads: int | None = Field(
+        None, ge=1, description="ONNX runtime threads for fastembed; unset = all cores."
+    )
+    embedding_base_url: str | None = Field(
+        None, description="Base URL of the OpenAI-compatible embeddings endpoint."
+    )
+    embedding_api_key: SecretStr | None = Field(
+        None, description="API key for EMBEDDING_BASE_URL (falls back to LLM_API_KEY)."
+    )
+    embedding_dimensions: int | None = Field(
+        None, ge=1, description="Vector size of the OpenAI embedding model (asked if unset)."
+    )
+
+    # --- model -------------------------------------------------------------------------
+    llm_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("RAGAGENT_LLM_BASE_URL", "OPENAI_BASE_URL", "llm_base_url"),
+        description="Base URL of an OpenAI-compatible Chat Completions endpoint "
+        "(also read from OPENAI_BASE_URL).",
+    )
+    llm_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("RAGAGENT_LLM_API_KEY", "OPENAI_API_KEY", "llm_api_key"),
+        description="API key of the model endpoint (also read from OPENAI_API_KEY).",
+    )
+    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Chat model name.")
+    llm_temperature: float = Field(
+        0.2, ge=0, le=2, description="Default sampling temperature (requests may override)."
+    )
+    llm_max_tokens: int = Field(1024, ge=16, description="Most tokens the model may write per turn.")
+    llm_timeout: float = Field(60.0, gt=0, description="Upper bound in seconds on one model call.")
+    llm_max_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a model call on 429/5xx/connection errors."
+    )
+    llm_stream_idle_timeout: float = Field(
+        30.0, gt=0, description="Seconds a model stream may stay silent before it is abandoned."
+    )
+
+    # --- agent -------------------------------------------------------------------------
+    agent_strategy: Strategy = Field(
+        "auto",
+        description="agentic (model calls the tool), retrieve_first (one search, one model "
+        "call), extractive (no model), or auto: agentic with a model endpoint, else extractive.",
+    )
+    max_tool_rounds: int = Field(4, ge=1, le=16, description="Most model turns with tool calls.")
+    heartbeat_interval: float = Field(
+        5.0, gt=0, description="Seconds of silence in a stream before a heartbeat event."
+    )
+    extractive_sentences: int = Field(
+        4, ge=1, le=20, description="Sentences the extractive strategy quotes."
+    )
+
+    # --- sessions ----------------------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        None,
+        description="SQLAlchemy URL of the session database, e.g. "
+        "postgresql+asyncpg://user@host/db; unset = SQLite under DATA_DIR.",
+    )
+    session_ttl: float = Field(
+        1800.0, gt=0, description="Seconds of inactivity after which a session expires."
+    )
+    session_history_tokens: int = Field(
+        2000, ge=0, description="Token budget of earlier turns sent to the model."
+    )
+    session_purge_interval: float = Field(
+        60.0, gt=0, description="Seconds between purges of expired sessions."
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:50051")
+        return value
+
+    @property
+    def effective_strategy(self) -> Literal["agentic", "retrieve_first", "extractive"]:
+        """The strategy that runs: auto resolves by whether a model endpoint is configured."""
+        if self.agent_strategy != "auto":
+            return self.agent_strategy
+        return "agentic" if self.llm_configured else "extractive"
+
+    @property
+    def llm_configured(self) -> bool:
+        """A model endpoint is configured (a base URL or an API key for the default one)."""
+        return self.llm_base_url is not None or self.llm_api_key is not None
+
+    @property
+    def qdrant_path(self) -> Path:
+        """Folder of the embedded Qdrant store."""
+        return self.data_dir / "qdrant"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Builds Settings, turning validation errors into a one-line ConfigurationError."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        env = name if name.isupper() else f"RAGAGENT_{name.upper()}"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigurationError(
+            f"invalid setting {env}={first.get('input')!r}: {first['msg']}{more}"
+        ) from None
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(env var, default, description) for every setting, for --help and the README."""
+    rows = []
+    for name, field in Settings.model_fields.items():
+        default = "" if field.default_factory is not None else repr(field.default)
+        if field.default_factory is not None:
+            default = "(see description)"
+        rows.append((f"RAGAGENT_{name.upper()}", default, field.description or ""))
+    return rows

@@ -1,0 +1,96 @@
+"""Plain domain types shared by retrieval, ingestion, the agent and the API layer.
+
+The API layer converts these to and from protobuf; nothing below it sees a proto message.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Restricts a search; empty strings mean no restriction."""
+
+    module: str = ""
+    chapter: str = ""
+    url_prefix: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.module or self.chapter or self.url_prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One stored piece of a document, with the payload the store keeps for it."""
+
+    chunk_id: str
+    document_id: str
+    text: str
+    url: str = ""
+    title: str = ""
+    module: str = ""
+    chapter: str = ""
+    section: str = ""
+    heading: str = ""
+    position: int = 0
+    source_file: str = ""
+    content_hash: str = ""
+    document_hash: str = ""
+    created_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredChunk:
+    """A chunk found by a search; score in [0, 1] (clamped cosine similarity)."""
+
+    chunk: Chunk
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSummary:
+    """What the store knows of one indexed document."""
+
+    document_id: str
+    document_hash: str
+    chunk_count: int
+    url: str = ""
+    title: str = ""
+    module: str = ""
+    chapter: str = ""
+    ingested_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Deadline:
+    """An absolute point in monotonic time by which the work must be done (None: no limit).
+
+    Built from the gRPC context's ``time_remaining()`` and handed down to every model and
+    store call, which use :meth:`timeout` to bound what they wait for.
+    """
+
+    expires_at: float | None = None
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(None if seconds is None else time.monotonic() + seconds)
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or None without a deadline."""
+        if self.expires_at is None:
+            return None
+        return max(0.0, self.expires_at - time.monotonic())
+
+    def timeout(self, cap: float) -> float:
+        """The time a single call may take: the configured cap, shortened by the deadline."""
+        left = self.remaining()
+        return cap if left is None else min(cap, left)
+
+    @property
+    def expired(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0.0

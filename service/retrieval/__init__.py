@@ -1,0 +1,1 @@
+"""Embedders and the Qdrant-backed vector store."""

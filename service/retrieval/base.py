@@ -1,0 +1,78 @@
+"""The protocols retrieval is built from; implementations are injected, never built inside."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
+
+
+class Embedder(Protocol):
+    """Turns text into vectors. Implementations run heavy work off the event loop."""
+
+    @property
+    def model_name(self) -> str:
+        """Name of the model, stored with the collection to detect mismatches."""
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector it returns."""
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest input, in tokens, that is embedded without being cut."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for this text (used by the chunker to size chunks)."""
+
+    async def embed_documents(
+        self, texts: Sequence[str], *, deadline: Deadline | None = None
+    ) -> list[list[float]]:
+        """Vectors for passages to be stored, in order, L2-normalised."""
+
+    async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
+        """The vector of a search query, L2-normalised."""
+
+
+class Retriever(Protocol):
+    """Finds the chunks most relevant to a query."""
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        """At most ``limit`` chunks scoring at least ``threshold``, best first."""
+
+
+class ChunkStore(Protocol):
+    """The document-level write side of the store, used by ingestion."""
+
+    async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
+        """document_id -> document_hash of every indexed document."""
+
+    async def replace_document(
+        self,
+        document_id: str,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        *,
+        deadline: Deadline | None = None,
+    ) -> int:
+        """Stores a document's chunks and removes any other chunk of it. Returns chunks removed."""
+
+    async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
+        """Removes every chunk of a document. Returns how many were removed."""
+
+    async def list_documents(
+        self, *, after: str, limit: int, deadline: Deadline | None = None
+    ) -> list[DocumentSummary]:
+        """Documents with id > after, ordered by id, at most limit."""
+
+    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
+        """(documents, chunks) in the store."""

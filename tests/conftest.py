@@ -1,0 +1,63 @@
+"""Suite-wide fixtures: no test may reach the network beyond this machine."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "physical-ai-book"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: Any) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to reach the network: {address!r}")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _forbid_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Only loopback and Unix sockets; hubs and model downloads are forbidden outright."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    for var in list(os.environ):
+        if var.startswith("RAGAGENT_"):
+            monkeypatch.delenv(var, raising=False)
+    yield
+
+
+@pytest.fixture
+def shared_corpus() -> Path:
+    """The shared textbook; tests that need it skip where ../shared is absent."""
+    if not SHARED_CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {SHARED_CORPUS} (../shared is absent)")
+    return SHARED_CORPUS / "docs"
