@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +96,107 @@ class Deadline:
     def expired(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0.0
+
+
+class ToolCallStatus(StrEnum):
+    """Lifecycle of one tool call (mirrors ragagent.v1.ToolCallStatus)."""
+
+    PENDING = "pending"
+    EXECUTING = "executing"
+    COMPLETED = "completed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
+class ResponseStatus(StrEnum):
+    """How a run ended (mirrors ragagent.v1.ResponseStatus)."""
+
+    SUCCESS = "success"
+    NO_ANSWER = "no_answer"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+class AnswerMode(StrEnum):
+    """How the answer text was produced."""
+
+    GENERATIVE = "generative"
+    EXTRACTIVE = "extractive"
+
+
+@dataclass(slots=True)
+class ToolCallRecord:
+    """One tool call of a run; mutated as the call progresses."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    status: ToolCallStatus = ToolCallStatus.PENDING
+    started_at: datetime | None = None
+    duration_s: float | None = None
+    result: dict[str, Any] | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A retrieved chunk as part of an answer; citation 0 = retrieved but not cited."""
+
+    hit: ScoredChunk
+    citation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Model tokens consumed by a run."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Where a run's time went, in seconds."""
+
+    retrieval_s: float = 0.0
+    time_to_first_token_s: float | None = None
+    total_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationTurn:
+    """An earlier question and its answer, as given to the model for context."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The complete outcome of one run (becomes ragagent.v1.AgentResponse)."""
+
+    request_id: str
+    session_id: str
+    answer: str
+    sources: list[Source]
+    confidence: float
+    tool_calls: list[ToolCallRecord]
+    status: ResponseStatus
+    finish_reason: str
+    usage: Usage
+    timings: Timings
+    model: str
+    created_at: datetime
+    answer_mode: AnswerMode
+    strategy: str
