@@ -42,6 +42,7 @@ class Chunk:
     source_file: str = ""
     content_hash: str = ""
     document_hash: str = ""
+    chunk_count: int = 0
     created_at: str = ""
 
 
