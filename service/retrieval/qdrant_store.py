@@ -1,0 +1,366 @@
+"""The vector store on Qdrant: embedded local mode by default, a server or cluster by URL.
+
+The same code serves both; only the client differs (see :func:`open_qdrant_client`). The
+embedded mode keeps its data in a folder that one process at a time may open: a second
+process gets :class:`~service.errors.StoreLocked`, and ingesting while serving goes through
+the server's CorpusService instead.
+
+Scores: the collection uses cosine distance on normalised vectors; a cosine in [-1, 1] is
+reported as ``max(0, cosine)`` so that clients see 0.0-1.0 (negative similarity means
+unrelated, and thresholds are only meaningful above 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from dataclasses import asdict, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient, models
+
+from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
+from service.errors import (
+    DeadlineExceeded,
+    RagAgentError,
+    StoreLocked,
+    StoreMismatch,
+    StoreUnavailable,
+)
+from service.retrieval.base import Embedder
+
+T = TypeVar("T")
+_CHUNK_FIELDS = {f.name for f in fields(Chunk)}
+_SCROLL_PAGE = 512
+# Payload fields the store filters on; indexed on servers (local mode scans anyway).
+_KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash")
+
+
+def open_qdrant_client(
+    *, url: str | None, api_key: str | None, path: Path, timeout: float
+) -> AsyncQdrantClient:
+    """A client for the server at ``url``, or for the embedded store in ``path``."""
+    if url:
+        return AsyncQdrantClient(url=url, api_key=api_key, timeout=max(1, round(timeout)))
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        return AsyncQdrantClient(path=str(path))
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise StoreLocked(
+                f"the embedded Qdrant store in {path} is open in another process (it is "
+                "single-process): stop that process, ingest through the running server "
+                "with `ragagent ingest --address`, or use a Qdrant server (RAGAGENT_QDRANT_URL)"
+            ) from None
+        raise
+
+
+def url_prefixes(url: str) -> list[str]:
+    """Every prefix of ``url`` that ends at a "/", so prefix filters become exact matches."""
+    return [url[: i + 1] for i, char in enumerate(url) if char == "/"]
+
+
+class QdrantStore:
+    """Retriever and ChunkStore over one Qdrant collection."""
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        embedder: Embedder,
+        *,
+        collection: str,
+        timeout: float = 10.0,
+    ) -> None:
+        self._client = client
+        self._embedder = embedder
+        self._collection = collection
+        self._timeout = timeout
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    async def _call(self, work: Awaitable[T], deadline: Deadline | None, what: str) -> T:
+        """Bounds one store call by the deadline and maps its failures to our errors."""
+        timeout = deadline.timeout(self._timeout) if deadline else self._timeout
+        if timeout <= 0:
+            if asyncio.iscoroutine(work):
+                work.close()
+            raise DeadlineExceeded(f"the deadline ran out before {what}")
+        try:
+            return await asyncio.wait_for(work, timeout=timeout)
+        except TimeoutError:
+            raise DeadlineExceeded(f"the vector store did not answer in time ({what})") from None
+        except RagAgentError:
+            raise
+        except Exception as exc:  # the client raises many types: httpx, grpc, its own
+            raise StoreUnavailable(f"the vector store failed ({what}): {exc}") from exc
+
+    async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
+        """Creates the collection for the embedder, or checks that the existing one fits it."""
+        exists = await self._call(
+            self._client.collection_exists(self._collection), deadline, "checking the collection"
+        )
+        if not exists:
+            await self._call(
+                self._client.create_collection(
+                    self._collection,
+                    vectors_config=models.VectorParams(
+                        size=self._embedder.dimension, distance=models.Distance.COSINE
+                    ),
+                    metadata={"embedding_model": self._embedder.model_name},
+                ),
+                deadline,
+                "creating the collection",
+            )
+            for name in _KEYWORD_INDEXES:
+                await self._call(
+                    self._client.create_payload_index(
+                        self._collection, name, models.PayloadSchemaType.KEYWORD
+                    ),
+                    deadline,
+                    "creating payload indexes",
+                )
+            return
+        info = await self._call(
+            self._client.get_collection(self._collection), deadline, "reading the collection"
+        )
+        params = info.config.params.vectors
+        size = params.size if isinstance(params, models.VectorParams) else None
+        distance = params.distance if isinstance(params, models.VectorParams) else None
+        stored_model = (info.config.metadata or {}).get("embedding_model")
+        problems = []
+        if size != self._embedder.dimension:
+            problems.append(f"vector size {size} != embedder's {self._embedder.dimension}")
+        if distance != models.Distance.COSINE:
+            problems.append(f"distance {distance} != Cosine")
+        if stored_model is not None and stored_model != self._embedder.model_name:
+            problems.append(
+                f"built with {stored_model!r}, embedder is {self._embedder.model_name!r}"
+            )
+        if problems:
+            raise StoreMismatch(
+                f"collection {self._collection!r} does not fit the configured embedder ("
+                + "; ".join(problems)
+                + "): use another RAGAGENT_QDRANT_COLLECTION or re-ingest into a new one"
+            )
+
+    # --- Retriever ---------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        vector = await self._embedder.embed_query(query, deadline=deadline)
+        query_filter, exact_prefix = _to_filter(filters)
+        # A prefix that does not end at "/" is matched on its last "/" and refined here, so
+        # ask for more to still return `limit` hits after refining.
+        fetch = limit if exact_prefix is None else min(limit * 4, 200)
+        response = await self._call(
+            self._client.query_points(
+                self._collection,
+                query=vector,
+                limit=fetch,
+                query_filter=query_filter,
+                score_threshold=threshold if threshold > 0 else None,
+                with_payload=True,
+            ),
+            deadline,
+            "searching",
+        )
+        hits = []
+        for point in response.points:
+            chunk = _chunk_from_payload(point.payload or {})
+            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
+                continue
+            score = max(0.0, min(1.0, float(point.score)))
+            if score >= threshold:
+                hits.append(ScoredChunk(chunk=chunk, score=score))
+        return hits[:limit]
+
+    # --- ChunkStore --------------------------------------------------------------------
+
+    async def _scroll_all(
+        self, scroll_filter: models.Filter | None, payload: list[str], deadline: Deadline | None
+    ) -> list[models.Record]:
+        records: list[models.Record] = []
+        offset: Any = None
+        while True:
+            page, offset = await self._call(
+                self._client.scroll(
+                    self._collection,
+                    scroll_filter=scroll_filter,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=payload,
+                    with_vectors=False,
+                ),
+                deadline,
+                "scrolling",
+            )
+            records.extend(page)
+            if offset is None:
+                return records
+
+    async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
+        """Hashes of the documents whose stored chunks are complete and of one version.
+
+        A document left half-written by an interrupted ingest has chunks of two versions or
+        too few of them; it is left out, so the next ingest writes it again.
+        """
+        records = await self._scroll_all(
+            None, ["document_id", "document_hash", "chunk_count"], deadline
+        )
+        seen: dict[str, tuple[set[str], set[int], int]] = {}
+        for record in records:
+            payload = record.payload or {}
+            hashes, counts, n = seen.get(str(payload.get("document_id")), (set(), set(), 0))
+            hashes.add(str(payload.get("document_hash", "")))
+            counts.add(int(payload.get("chunk_count", 0)))
+            seen[str(payload.get("document_id"))] = (hashes, counts, n + 1)
+        return {
+            doc: next(iter(hashes))
+            for doc, (hashes, counts, n) in seen.items()
+            if len(hashes) == 1 and counts == {n}
+        }
+
+    async def replace_document(
+        self,
+        document_id: str,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        *,
+        deadline: Deadline | None = None,
+    ) -> int:
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        points = [
+            models.PointStruct(
+                id=chunk.chunk_id,
+                vector=list(vector),
+                payload={**asdict(chunk), "url_prefixes": url_prefixes(chunk.url)},
+            )
+            for chunk, vector in zip(chunks, vectors, strict=True)
+        ]
+        for start in range(0, len(points), _SCROLL_PAGE):
+            await self._call(
+                self._client.upsert(
+                    self._collection, points=points[start : start + _SCROLL_PAGE], wait=True
+                ),
+                deadline,
+                "writing chunks",
+            )
+        # Only after the new version is complete do the old chunks go: a crash in between
+        # leaves a document that document_hashes() reports as incomplete, never a gap.
+        stale = models.Filter(
+            must=[_match("document_id", document_id)],
+            must_not=[models.HasIdCondition(has_id=[c.chunk_id for c in chunks])],
+        )
+        return await self._delete(stale, deadline)
+
+    async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
+        return await self._delete(
+            models.Filter(must=[_match("document_id", document_id)]), deadline
+        )
+
+    async def _delete(self, selector: models.Filter, deadline: Deadline | None) -> int:
+        count = await self._call(
+            self._client.count(self._collection, count_filter=selector, exact=True),
+            deadline,
+            "counting chunks",
+        )
+        if count.count:
+            await self._call(
+                self._client.delete(
+                    self._collection,
+                    points_selector=models.FilterSelector(filter=selector),
+                    wait=True,
+                ),
+                deadline,
+                "deleting chunks",
+            )
+        return count.count
+
+    async def list_documents(
+        self, *, after: str, limit: int, deadline: Deadline | None = None
+    ) -> list[DocumentSummary]:
+        records = await self._scroll_all(
+            None,
+            ["document_id", "document_hash", "url", "title", "module", "chapter", "created_at"],
+            deadline,
+        )
+        docs: dict[str, DocumentSummary] = {}
+        for record in records:
+            p = record.payload or {}
+            doc_id = str(p.get("document_id", ""))
+            if doc_id <= after:
+                continue
+            known = docs.get(doc_id)
+            created = _parse_time(p.get("created_at"))
+            docs[doc_id] = DocumentSummary(
+                document_id=doc_id,
+                document_hash=str(p.get("document_hash", "")),
+                chunk_count=(known.chunk_count if known else 0) + 1,
+                url=str(p.get("url", "")),
+                title=str(p.get("title", "")),
+                module=str(p.get("module", "")),
+                chapter=str(p.get("chapter", "")),
+                ingested_at=created
+                if known is None
+                else max(filter(None, [created, known.ingested_at]), default=None),
+            )
+        return [docs[key] for key in sorted(docs)[:limit]]
+
+    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
+        records = await self._scroll_all(None, ["document_id"], deadline)
+        documents = {str((r.payload or {}).get("document_id")) for r in records}
+        return len(documents), len(records)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str | None]:
+    if filters is None or filters.empty:
+        return None, None
+    must: list[models.Condition] = []
+    if filters.module:
+        must.append(_match("module", filters.module))
+    if filters.chapter:
+        must.append(_match("chapter", filters.chapter))
+    exact_prefix = None
+    if filters.url_prefix:
+        cut = filters.url_prefix.rfind("/")
+        if cut >= 0:
+            must.append(_match("url_prefixes", filters.url_prefix[: cut + 1]))
+        if cut != len(filters.url_prefix) - 1:
+            exact_prefix = filters.url_prefix
+    return models.Filter(must=must), exact_prefix
+
+
+def _chunk_from_payload(payload: dict[str, Any]) -> Chunk:
+    return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
