@@ -72,8 +72,11 @@ class QdrantStore:
         *,
         collection: str,
         timeout: float = 10.0,
+        payload_indexes: bool = True,
     ) -> None:
         self._client = client
+        # The embedded store ignores payload indexes (and warns); a server needs them.
+        self._payload_indexes = payload_indexes
         self._embedder = embedder
         self._collection = collection
         self._timeout = timeout
@@ -119,7 +122,7 @@ class QdrantStore:
                 deadline,
                 "creating the collection",
             )
-            for name in _KEYWORD_INDEXES:
+            for name in _KEYWORD_INDEXES if self._payload_indexes else ():
                 await self._call(
                     self._client.create_payload_index(
                         self._collection, name, models.PayloadSchemaType.KEYWORD

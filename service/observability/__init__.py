@@ -1,0 +1,1 @@
+"""Logging, request ids and access logs."""
