@@ -29,7 +29,7 @@ from service.errors import FieldViolation, InvalidArgument, RagAgentError, to_rp
 from service.observability.logging import get_logger
 
 REQUEST_ID_HEADER = "x-request-id"
-# Infrastructure services are neither validated nor access-logged at INFO (probes are noisy).
+# Infrastructure services pass through untouched.
 _QUIET_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 log = get_logger("ragagent.access")
@@ -85,11 +85,10 @@ class _Call:
         self.context = context
         self.request_id = _request_id_from(context)
         self.started = time.perf_counter()
-        self.quiet = method.startswith(_QUIET_PREFIXES)
 
     def adopt(self, request: object) -> None:
         """Validates a request message and lets its own request_id win over the header."""
-        if not self.quiet and isinstance(request, Message):
+        if isinstance(request, Message):
             validate(request)
         own = getattr(request, "request_id", "")
         if isinstance(own, str) and own:
@@ -120,11 +119,9 @@ class _Call:
         self._log(grpc.StatusCode.CANCELLED)
 
     def _log(self, code: grpc.StatusCode) -> None:
-        emit = log.debug if self.quiet else log.info
-        peer = self.context.peer()
-        emit(
+        log.info(
             "rpc",
-            peer=peer,
+            peer=self.context.peer(),
             code=code.name,
             duration_ms=round((time.perf_counter() - self.started) * 1000, 2),
         )
@@ -235,9 +232,10 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
         method = handler_call_details.method
+        if handler is None or method.startswith(_QUIET_PREFIXES):
+            # Health and reflection are the library's own; probes must not flood the log.
+            return handler
         common = {
             "request_deserializer": handler.request_deserializer,
             "response_serializer": handler.response_serializer,

@@ -43,7 +43,13 @@ def open_qdrant_client(
 ) -> AsyncQdrantClient:
     """A client for the server at ``url``, or for the embedded store in ``path``."""
     if url:
-        return AsyncQdrantClient(url=url, api_key=api_key, timeout=max(1, round(timeout)))
+        return AsyncQdrantClient(
+            url=url,
+            api_key=api_key,
+            timeout=max(1, round(timeout)),
+            # The version probe is a blocking request at start-up; compatibility is our pin.
+            check_compatibility=False,
+        )
     path.mkdir(parents=True, exist_ok=True)
     try:
         return AsyncQdrantClient(path=str(path))
