@@ -12,30 +12,41 @@ PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 # What `buf breaking` compares against: the previous commit by default.
 BREAKING_AGAINST ?= HEAD~1
 
-.PHONY: help setup demo serve test test-fast lint fmt gen check-gen protos-deps models bench interop clean
+.PHONY: help venv protos-deps gen-deps install install-runtime models setup demo test test-fast lint fmt gen gen-into check-gen breaking clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(VENV)/.installed: pyproject.toml
+# Each provisioning step is a target of its own so that the Dockerfile runs exactly these.
+venv: ## create the virtualenv with the code generators
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0
-	$(PY) -m service.provision protos
-	$(MAKE) --no-print-directory gen-deps
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $@
 
-setup: $(VENV)/.installed ## create .venv, install everything, fetch third-party protos and the embedding model
+protos-deps: ## fetch third-party protos (pinned, checksummed) into .cache/protos
 	$(PY) -m service.provision protos
-	$(MAKE) --no-print-directory gen-deps
-	$(PY) -m service.provision models
 
 # Python code for the fetched third-party protos (our generated code imports it); never committed.
 gen-deps:
 	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I $(PROTO_DEPS) --python_out=generated --mypy_out=generated \
 		$(PROTO_DEPS)/buf/validate/validate.proto
 	touch generated/buf/__init__.py generated/buf/validate/__init__.py
+
+install: ## install the project (editable) with its development tools
+	$(PY) -m pip install --quiet -e '.[dev]'
+
+install-runtime: ## install the project and its runtime dependencies only
+	$(PY) -m pip install --quiet --no-cache-dir .
+
+models: ## provision the default embedding model (pinned, checksummed)
+	$(PY) -m service.provision models
+
+$(VENV)/.installed: pyproject.toml
+	$(MAKE) --no-print-directory venv protos-deps gen-deps install
+	touch $@
+
+setup: $(VENV)/.installed ## everything a fresh machine needs; idempotent
+	$(MAKE) --no-print-directory protos-deps gen-deps models
 
 # The single command that regenerates generated/ from protos/.
 gen: setup ## regenerate generated/ from protos/

@@ -34,7 +34,32 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--address", help="HOST:PORT to listen on (RAGAGENT_ADDRESS)")
+    health = commands.add_parser(
+        "health", help="exit 0 when the server answers SERVING (for container health checks)"
+    )
+    health.add_argument("--address", help="HOST:PORT of the server (RAGAGENT_ADDRESS)")
+    health.add_argument("--service", default="", help="service name to check (default: all)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
     return parser
+
+
+async def _health(address: str, service: str, timeout: float) -> int:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    host, _, port = address.rpartition(":")
+    target = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]', '') else host}:{port}"
+    async with grpc.aio.insecure_channel(target) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            print(f"ragagent: health check failed: {error.code().name}", file=sys.stderr)
+            return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    print(status)
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
 def _load(**overrides: object) -> Settings:
@@ -51,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             asyncio.run(serve(settings))
             return 0
+        if args.command == "health":
+            settings = _load(address=args.address)
+            return asyncio.run(_health(settings.address, args.service, args.timeout))
     except ConfigurationError as exc:
         print(f"ragagent: {exc}", file=sys.stderr)
         return 2

@@ -66,10 +66,14 @@ async def test_threshold_filters_out_unrelated_questions(tmp_path: Path) -> None
     async with running_server(tmp_path) as srv:
         await add_documents(srv.runtime, DOCS)
         response = await _retrieve(
-            srv.channel, query="What is a good recipe for sourdough bread?", confidence_threshold=0.4
+            srv.channel,
+            query="What is a good recipe for sourdough bread?",
+            confidence_threshold=0.4,
         )
         everything = await _retrieve(
-            srv.channel, query="What is a good recipe for sourdough bread?", confidence_threshold=0.0
+            srv.channel,
+            query="What is a good recipe for sourdough bread?",
+            confidence_threshold=0.0,
         )
     assert list(response.sources) == []
     assert len(everything.sources) == 3
@@ -104,7 +108,9 @@ async def test_filters_restrict_module_chapter_and_url_prefix(tmp_path: Path) ->
 async def test_max_results_bounds_the_answer(tmp_path: Path) -> None:
     async with running_server(tmp_path) as srv:
         await add_documents(srv.runtime, DOCS)
-        response = await _retrieve(srv.channel, query="robot", confidence_threshold=0.0, max_results=2)
+        response = await _retrieve(
+            srv.channel, query="robot", confidence_threshold=0.0, max_results=2
+        )
     assert len(response.sources) == 2
 
 
