@@ -17,7 +17,9 @@ def _settings_epilog() -> str:
     lines = ["settings (environment variables, also read from ./.env):"]
     for env, default, description in describe_settings():
         lines.append(f"  {env}  [default: {default}]")
-        lines.extend(textwrap.wrap(description, 88, initial_indent="      ", subsequent_indent="      "))
+        lines.extend(
+            textwrap.wrap(description, 88, initial_indent="      ", subsequent_indent="      ")
+        )
     return "\n".join(lines)
 
 
@@ -43,16 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _health(address: str, service: str, timeout: float) -> int:
+async def _health(address: str, service: str, wait_s: float) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     host, _, port = address.rpartition(":")
-    target = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]', '') else host}:{port}"
+    # A server bound to every interface is reached on loopback from inside its container.
+    target = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]', '') else host}:{port}"  # noqa: S104
     async with grpc.aio.insecure_channel(target) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+                health_pb2.HealthCheckRequest(service=service), timeout=wait_s
             )
         except grpc.aio.AioRpcError as error:
             print(f"ragagent: health check failed: {error.code().name}", file=sys.stderr)

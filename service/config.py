@@ -149,7 +149,9 @@ class Settings(BaseSettings):
     llm_temperature: float = Field(
         0.2, ge=0, le=2, description="Default sampling temperature (requests may override)."
     )
-    llm_max_tokens: int = Field(1024, ge=16, description="Most tokens the model may write per turn.")
+    llm_max_tokens: int = Field(
+        1024, ge=16, description="Most tokens the model may write per turn."
+    )
     llm_timeout: float = Field(60.0, gt=0, description="Upper bound in seconds on one model call.")
     llm_max_retries: int = Field(
         2, ge=0, le=10, description="Retries of a model call on 429/5xx/connection errors."

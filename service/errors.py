@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+# Imported as modules: mypy only reads googleapis-common-protos' stubs this way.
+import google.rpc.code_pb2 as code_pb2  # noqa: PLR0402
+import google.rpc.error_details_pb2 as error_details_pb2  # noqa: PLR0402
+import google.rpc.status_pb2 as status_pb2  # noqa: PLR0402
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import Message
-import google.rpc.code_pb2 as code_pb2
-import google.rpc.error_details_pb2 as error_details_pb2
-import google.rpc.status_pb2 as status_pb2
 
 DOMAIN = "ragagent.dev"
 
@@ -42,7 +43,9 @@ class RagAgentError(Exception):
 
     def details(self) -> list[any_pb2.Any]:
         """The rich-status details sent with the error (ErrorInfo by default)."""
-        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        info = error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=DOMAIN, metadata=self.metadata
+        )
         return [_pack(info)]
 
 
@@ -231,6 +234,4 @@ def _pack(message: Message) -> any_pb2.Any:
     return packed
 
 
-_CODES: dict[grpc.StatusCode, int] = {
-    code: code.value[0] for code in grpc.StatusCode
-}
+_CODES: dict[grpc.StatusCode, int] = {code: code.value[0] for code in grpc.StatusCode}

@@ -103,7 +103,7 @@ def _download(artifact: Artifact, cache_dir: Path) -> bytes:
         kept = cached.read_bytes()
         if hashlib.sha256(kept).hexdigest() == artifact.sha256:
             return kept
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 (an https package index)
         f"{INDEX_URL}/{artifact.project}/",
         headers={"Accept": "application/vnd.pypi.simple.v1+json"},
     )
@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         dest = args.dest or REPO_ROOT / ".cache" / "protos"
         did = provision(PROTO_ARTIFACTS, dest, args.download_cache)
     else:
-        dest = args.dest or Path(os.environ.get("RAGAGENT_EMBEDDING_MODEL_DIR", default_model_dir()))
+        dest = args.dest or Path(
+            os.environ.get("RAGAGENT_EMBEDDING_MODEL_DIR", default_model_dir())
+        )
         did = provision(MODEL_ARTIFACTS, dest, args.download_cache)
     print(f"provision: {args.what} {'ready' if did else 'already up to date'} in {dest}")
     return 0

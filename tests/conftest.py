@@ -5,13 +5,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "physical-ai-book"
+SHARED_CORPUS = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "physical-ai-book"
+)
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -42,7 +43,7 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _forbid_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _forbid_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only loopback and Unix sockets; hubs and model downloads are forbidden outright."""
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
@@ -52,7 +53,6 @@ def _forbid_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in list(os.environ):
         if var.startswith("RAGAGENT_"):
             monkeypatch.delenv(var, raising=False)
-    yield
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._embedder = embedder
         self._default_threshold = default_threshold
 
-    async def Retrieve(  # noqa: N802 (gRPC method name)
+    async def Retrieve(
         self,
         request: agent_pb2.RetrieveRequest,
         context: grpc.aio.ServicerContext[Any, Any],

@@ -143,7 +143,7 @@ def _wrap_unary_unary(
             response = await behaviour(request, context)
         except grpc.aio.AbortError:
             raise
-        except (RagAgentError, Exception) as error:
+        except Exception as error:
             await call.fail(error)
             raise AssertionError("unreachable: abort raises") from error
         except BaseException:
@@ -170,7 +170,7 @@ def _wrap_unary_stream(
                 yield response
         except grpc.aio.AbortError:
             raise
-        except (RagAgentError, Exception) as error:
+        except Exception as error:  # noqa: BLE001 (mapped: RagAgentError, else INTERNAL)
             await call.fail(error)
         except BaseException:
             call.cancelled()
@@ -209,7 +209,7 @@ def _wrap_stream_unary(
             response = await behaviour(validated(), context)
         except grpc.aio.AbortError:
             raise
-        except (RagAgentError, Exception) as error:
+        except Exception as error:
             await call.fail(error)
             raise AssertionError("unreachable: abort raises") from error
         except BaseException:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
@@ -50,11 +51,9 @@ async def test_health_reports_serving_for_the_server_and_each_service(tmp_path: 
         for service in ("", "ragagent.v1.AgentService"):
             reply = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
             assert reply.status == SERVING, service
-        unknown = health.Check(health_pb2.HealthCheckRequest(service="nope.Service"), timeout=5)
-        try:
-            await unknown
-        except grpc.aio.AioRpcError as error:
-            assert error.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await health.Check(health_pb2.HealthCheckRequest(service="nope.Service"), timeout=5)
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 async def test_shutdown_turns_health_not_serving_and_lets_calls_in_flight_finish(
@@ -114,10 +113,7 @@ async def test_errors_carry_the_request_id_too(tmp_path: Path) -> None:
         call = stub.Retrieve(
             agent_pb2.RetrieveRequest(query=""), metadata=(("x-request-id", "abc-123"),), timeout=5
         )
-        try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
-        except grpc.aio.AioRpcError as error:
-            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert dict(error.trailing_metadata() or ())["x-request-id"] == "abc-123"
-        else:
-            raise AssertionError("an empty query must be rejected")
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert dict(caught.value.trailing_metadata() or ())["x-request-id"] == "abc-123"
