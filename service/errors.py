@@ -204,6 +204,13 @@ class Cancelled(RagAgentError):
     reason = "CANCELLED"
 
 
+class Unimplemented(RagAgentError):
+    """The method is declared in the contract but this server does not offer it."""
+
+    code = grpc.StatusCode.UNIMPLEMENTED
+    reason = "UNIMPLEMENTED"
+
+
 class ConfigurationError(Exception):
     """A setting is invalid; raised at start-up only, never seen by callers."""
 
@@ -214,6 +221,9 @@ def to_rpc_status(error: BaseException, *, request_id: str) -> status_pb2.Status
     A :class:`RagAgentError` keeps its code and details. Anything else is a bug: INTERNAL,
     with the request id in the message so that the log line can be found, and no internals.
     """
+    if isinstance(error, NotImplementedError):
+        # What the generated servicer base classes raise for a method nobody implemented.
+        error = Unimplemented("method not implemented by this server")
     if isinstance(error, RagAgentError):
         return status_pb2.Status(
             code=_CODES[error.code], message=error.message, details=error.details()
