@@ -1,0 +1,1 @@
+"""Fakes of external services that speak their real wire protocols on loopback."""

@@ -1,0 +1,463 @@
+"""A scripted OpenAI-compatible server on loopback, for tests.
+
+It speaks real HTTP/1.1 over real sockets, streams real server-sent events with chunked
+transfer encoding, and so lets tests run the real ``openai.AsyncOpenAI`` client (and its
+httpx transport, retries and SSE parsing) end to end. Each endpoint answers from a queue of
+scripted replies; faults are part of a script. Every request is recorded, including whether
+the client hung up before the response ended, which is how tests see that cancelling a run
+closes the upstream stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import math
+import re
+import struct
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+_POLL_S = 0.005
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+@dataclass(frozen=True)
+class ToolCallScript:
+    """A function call the scripted model makes; ``arguments`` is raw text, valid or not."""
+
+    name: str
+    arguments: str
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass
+class ChatReply:
+    """One scripted chat completion, optionally with faults.
+
+    Fault positions count server-sent events written so far (the first event is the
+    assistant-role chunk, then one per text delta or tool-call fragment).
+    """
+
+    deltas: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCallScript] = field(default_factory=list)
+    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    model: str = "fake-model"
+    delay: float = 0.0  # before the first byte of the response
+    delta_interval: float = 0.0  # pause between events, to make a stream slow
+    stall_after: int | None = None
+    stall_for: float = 0.0
+    malformed_after: int | None = None  # send an event whose data is not JSON
+    drop_after: int | None = None  # close the connection mid-body
+
+    @classmethod
+    def text(cls, text: str, *, pieces: int = 3, **options: Any) -> ChatReply:
+        """A text answer cut into ``pieces`` deltas of about equal length."""
+        size = max(1, math.ceil(len(text) / pieces))
+        return cls(deltas=[text[i : i + size] for i in range(0, len(text), size)], **options)
+
+    @classmethod
+    def calls(cls, *calls: ToolCallScript, **options: Any) -> ChatReply:
+        return cls(tool_calls=list(calls), **options)
+
+
+@dataclass
+class ErrorReply:
+    """An HTTP error response in OpenAI's error format."""
+
+    status: int
+    message: str = "scripted failure"
+    retry_after: float | None = None
+    delay: float = 0.0
+
+
+Reply = ChatReply | ErrorReply
+
+
+@dataclass
+class RecordedRequest:
+    """What the client sent, and how the exchange ended."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    completed: bool = False  # the whole response was written
+    client_closed: bool = False  # the client hung up before the response ended
+    closed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+class _ClientGone(Exception):
+    """The client closed the connection while a response was being written."""
+
+
+class FakeOpenAI:
+    """Async context manager serving ``/v1/chat/completions`` and ``/v1/embeddings``."""
+
+    def __init__(self, *, embedding_dimension: int = 64, tool_fragment_size: int = 6) -> None:
+        self.embedding_dimension = embedding_dimension
+        self.tool_fragment_size = tool_fragment_size
+        self.embedding_delay = 0.0
+        self.requests: list[RecordedRequest] = []
+        self.handler_tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._chat: deque[Reply] = deque()
+        self._embeddings: deque[ErrorReply] = deque()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    # --- scripting and inspection ---------------------------------------------------------
+    def script_chat(self, *replies: Reply) -> None:
+        self._chat.extend(replies)
+
+    def script_embeddings(self, *faults: ErrorReply) -> None:
+        """Faults for the next embedding requests; without any, requests are answered."""
+        self._embeddings.extend(faults)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == CHAT_PATH]
+
+    @property
+    def embedding_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == EMBEDDINGS_PATH]
+
+    @property
+    def unused_replies(self) -> int:
+        return len(self._chat)
+
+    async def wait_client_closed(self, within: float = 2.0) -> RecordedRequest:
+        """The first request whose response the client abandoned, once it has."""
+        async with asyncio.timeout(within):
+            while True:
+                for request in self.requests:
+                    if request.client_closed:
+                        return request
+                await asyncio.sleep(_POLL_S)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def __aenter__(self) -> FakeOpenAI:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._server is not None
+        self._server.close()
+        # Hanging up (rather than cancelling the handlers, which asyncio's server reports as
+        # errors) lets every handler end the way it would if the client had gone.
+        for writer in list(self._writers):
+            writer.transport.abort()
+        if self.handler_tasks:
+            await asyncio.wait(self.handler_tasks, timeout=2.0)
+        await self._server.wait_closed()
+
+    # --- HTTP -----------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.handler_tasks.add(task)
+        self._writers.add(writer)
+        try:
+            while await self._exchange(reader, writer):
+                pass
+        except (asyncio.IncompleteReadError, ConnectionError, _ClientGone):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self.handler_tasks.discard(task)
+            self._writers.discard(writer)
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serves one request; False when the connection must end."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = request_line.split(" ", 2)
+        headers = {}
+        for line in header_lines:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+        record = RecordedRequest(method, path, headers, json.loads(raw) if raw else {})
+        self.requests.append(record)
+        io = _Exchange(record, reader, writer)
+        try:
+            if path == CHAT_PATH:
+                keep = await self._chat_completion(io)
+            elif path == EMBEDDINGS_PATH:
+                keep = await self._embed(io)
+            else:
+                keep = await io.json(404, _error_body(f"no route for {path}", 404))
+        except _ClientGone:
+            record.client_closed = True
+            record.closed.set()
+            raise
+        record.completed = keep
+        return keep
+
+    async def _chat_completion(self, io: _Exchange) -> bool:
+        if not self._chat:
+            message = "fake server: no scripted chat reply left"
+            return await io.json(500, _error_body(message, 500), {"x-should-retry": "false"})
+        reply = self._chat.popleft()
+        await io.pause(reply.delay)
+        if isinstance(reply, ErrorReply):
+            return await io.error(reply)
+        if io.record.streamed:
+            return await self._stream_chat(io, reply)
+        return await io.json(200, _completion(reply))
+
+    async def _stream_chat(self, io: _Exchange, reply: ChatReply) -> bool:
+        events = self._chat_events(reply, io.record.body)
+        await io.start_stream()
+        for sent, event in enumerate(events):
+            if sent == reply.drop_after:
+                io.writer.transport.abort()  # mid-body: the chunked encoding never ends
+                return False
+            if sent == reply.malformed_after:
+                await io.chunk(b'data: {"choices": [{"delta": {"content": "oo\n\n')
+            if sent == reply.stall_after:
+                await io.pause(reply.stall_for)
+            elif sent and reply.delta_interval:
+                await io.pause(reply.delta_interval)
+            await io.chunk(b"data: " + event.encode() + b"\n\n")
+        await io.chunk(b"data: [DONE]\n\n")
+        await io.chunk(b"")
+        return True
+
+    def _chat_events(self, reply: ChatReply, body: dict[str, Any]) -> list[str]:
+        ident = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            return json.dumps(_envelope(ident, reply.model, [choice], "chat.completion.chunk"))
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [chunk({"content": text}) for text in reply.deltas]
+        size = self.tool_fragment_size
+        for index, call in enumerate(reply.tool_calls):
+            # As real servers do: id and name first, then the arguments in fragments.
+            function = {"name": call.name, "arguments": ""}
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call.id,
+                                "type": "function",
+                                "function": function,
+                            }
+                        ]
+                    }
+                )
+            )
+            for start in range(0, len(call.arguments), size):
+                piece = call.arguments[start : start + size]
+                events.append(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
+        events.append(chunk({}, _finish_reason(reply)))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = _envelope(ident, reply.model, [], "chat.completion.chunk")
+            usage["usage"] = _usage(reply)
+            events.append(json.dumps(usage))
+        return events
+
+    async def _embed(self, io: _Exchange) -> bool:
+        await io.pause(self.embedding_delay)
+        if self._embeddings:
+            fault = self._embeddings.popleft()
+            await io.pause(fault.delay)
+            return await io.error(fault)
+        texts = io.record.body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        as_base64 = io.record.body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = hashed_embedding(str(text), self.embedding_dimension)
+            encoded: Any = vector
+            if as_base64:
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(len(str(t).split()) for t in texts)
+        body = {
+            "object": "list",
+            "data": data,
+            "model": io.record.body.get("model", ""),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        return await io.json(200, body)
+
+
+class _Exchange:
+    """Writes one response, noticing when the client goes away."""
+
+    def __init__(
+        self, record: RecordedRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.record = record
+        self.reader = reader
+        self.writer = writer
+
+    def client_gone(self) -> bool:
+        # The client sends nothing while it reads a response, so EOF or a reset on the
+        # read side can only mean it hung up.
+        return (
+            self.reader.at_eof()
+            or self.reader.exception() is not None
+            or self.writer.transport.is_closing()
+        )
+
+    async def pause(self, seconds: float) -> None:
+        """Sleeps, but wakes up to notice the client hanging up."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.client_gone():
+                raise _ClientGone
+            await asyncio.sleep(min(_POLL_S, left))
+        if self.client_gone():
+            raise _ClientGone
+
+    async def _write(self, data: bytes) -> None:
+        if self.client_gone():
+            raise _ClientGone
+        self.writer.write(data)
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            raise _ClientGone from None
+
+    async def json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> bool:
+        payload = json.dumps(body).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n{extra}\r\n"
+        )
+        await self._write(head.encode() + payload)
+        return True
+
+    async def error(self, reply: ErrorReply) -> bool:
+        headers = {} if reply.retry_after is None else {"retry-after": str(reply.retry_after)}
+        return await self.json(reply.status, _error_body(reply.message, reply.status), headers)
+
+    async def start_stream(self) -> None:
+        await self._write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+
+    async def chunk(self, data: bytes) -> None:
+        """One chunk of the chunked body; empty data ends the body."""
+        await self._write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def hashed_embedding(text: str, dimension: int) -> list[float]:
+    """A deterministic bag-of-words vector: texts sharing words point the same way."""
+    vector = [0.0] * dimension
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        index = int.from_bytes(digest[:4], "big") % dimension
+        vector[index] += 1.0 if digest[4] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0:
+        return [1.0] + [0.0] * (dimension - 1)
+    return [x / norm for x in vector]
+
+
+def _finish_reason(reply: ChatReply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+
+
+def _usage(reply: ChatReply) -> dict[str, int]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _envelope(ident: str, model: str, choices: list[Any], kind: str) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
+
+
+def _completion(reply: ChatReply) -> dict[str, Any]:
+    calls = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in reply.tool_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.deltas) or None}
+    if calls:
+        message["tool_calls"] = calls
+    choice = {
+        "index": 0,
+        "message": message,
+        "finish_reason": _finish_reason(reply),
+        "logprobs": None,
+    }
+    body = _envelope(f"chatcmpl-{uuid.uuid4().hex[:16]}", reply.model, [choice], "chat.completion")
+    body["usage"] = _usage(reply)
+    return body
+
+
+def _error_body(message: str, status: int) -> dict[str, Any]:
+    kinds = {401: "invalid_api_key", 403: "permission_denied", 429: "rate_limit_exceeded"}
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error" if status < 500 else "server_error",
+            "param": None,
+            "code": kinds.get(status),
+        }
+    }
