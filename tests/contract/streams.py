@@ -1,0 +1,101 @@
+"""The documented shape of an AskStream run, as a checker that any sequence of events can be
+held against (the server tests may use it on what a real server streams).
+
+From the AskStreamResponse documentation in agent.proto:
+
+- ``sequence`` starts at 1 and increases by 1;
+- events come in this order: ``run_started``; then, per retrieval, ``tool_call_started``,
+  ``sources_found`` and ``tool_call_completed``; then ``answer_delta`` events; then
+  ``completed``, always the last event of a stream that ends with status OK;
+- ``heartbeat`` events may come at any point (here: after ``run_started``);
+- every ``answer_delta.text`` is non-empty, and their concatenation is exactly
+  ``completed.answer``.
+
+A retrieval that a strategy runs itself (not a model's tool call) has a ``sources_found``
+with an empty ``tool_call_id`` and no tool-call events around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragagent.v1 import agent_pb2
+
+# Every case of the `event` oneof, each one documented in the AskStreamResponse comment.
+DOCUMENTED_EVENTS = frozenset(
+    {
+        "run_started",
+        "tool_call_started",
+        "sources_found",
+        "tool_call_completed",
+        "answer_delta",
+        "heartbeat",
+        "completed",
+    }
+)
+
+# Phases of a run; an event may only move the run forward.
+_PHASE = {
+    "run_started": 0,
+    "tool_call_started": 1,
+    "sources_found": 1,
+    "tool_call_completed": 1,
+    "answer_delta": 2,
+    "completed": 3,
+}
+
+
+def answer_text(events: Sequence[agent_pb2.AskStreamResponse]) -> str:
+    """The answer as a client assembles it: the answer_delta texts, in order."""
+    return "".join(e.answer_delta.text for e in events if e.WhichOneof("event") == "answer_delta")
+
+
+def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
+    """Raises AssertionError naming the first rule of the stream contract that is broken."""
+    assert events, "the stream is empty"
+    for expected, event in enumerate(events, start=1):
+        assert event.sequence == expected, (
+            f"event {expected} has sequence {event.sequence}: sequences start at 1 and "
+            "increase by 1"
+        )
+    kinds = [event.WhichOneof("event") for event in events]
+    assert None not in kinds, f"event {kinds.index(None) + 1} carries no event"
+    undocumented = set(kinds) - DOCUMENTED_EVENTS
+    assert not undocumented, f"undocumented events: {sorted(undocumented)}"
+    assert kinds[0] == "run_started", f"the first event is {kinds[0]}, not run_started"
+    assert kinds[-1] == "completed", f"the last event is {kinds[-1]}, not completed"
+    assert kinds.count("run_started") == 1, "run_started comes more than once"
+    assert kinds.count("completed") == 1, "completed comes more than once"
+
+    phase = 0
+    open_calls: set[str] = set()
+    for position, (kind, event) in enumerate(zip(kinds, events, strict=True), start=1):
+        if kind == "heartbeat":
+            continue
+        assert _PHASE[kind] >= phase, f"event {position} ({kind}) comes after a later phase"
+        phase = _PHASE[kind]
+        if kind == "tool_call_started":
+            call_id = event.tool_call_started.id
+            assert call_id, f"event {position}: tool_call_started has no id"
+            assert call_id not in open_calls, f"event {position}: tool call {call_id} restarted"
+            open_calls.add(call_id)
+        elif kind == "sources_found":
+            call_id = event.sources_found.tool_call_id
+            assert not call_id or call_id in open_calls, (
+                f"event {position}: sources_found for tool call {call_id!r}, which is not running"
+            )
+        elif kind == "tool_call_completed":
+            call_id = event.tool_call_completed.id
+            assert call_id in open_calls, (
+                f"event {position}: tool_call_completed for {call_id!r}, which never started"
+            )
+            open_calls.remove(call_id)
+        elif kind == "answer_delta":
+            assert event.answer_delta.text, f"event {position}: answer_delta with empty text"
+            assert not open_calls, f"event {position}: answer text while {open_calls} still run"
+
+    completed = events[-1].completed
+    assert answer_text(events) == completed.answer, (
+        "the answer_delta texts do not add up to completed.answer:\n"
+        f"  deltas:    {answer_text(events)!r}\n  completed: {completed.answer!r}"
+    )
