@@ -11,8 +11,8 @@ From the AskStreamResponse documentation in agent.proto:
 - every ``answer_delta.text`` is non-empty, and their concatenation is exactly
   ``completed.answer``.
 
-A retrieval that a strategy runs itself (not a model's tool call) has a ``sources_found``
-with an empty ``tool_call_id`` and no tool-call events around it.
+Every retrieval is a ``qdrant_retrieval`` tool call, including those a strategy runs itself,
+so every ``sources_found`` names a tool call that is running.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
             open_calls.add(call_id)
         elif kind == "sources_found":
             call_id = event.sources_found.tool_call_id
-            assert not call_id or call_id in open_calls, (
+            assert call_id in open_calls, (
                 f"event {position}: sources_found for tool call {call_id!r}, which is not running"
             )
         elif kind == "tool_call_completed":

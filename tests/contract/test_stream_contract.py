@@ -85,16 +85,17 @@ def test_sequence_numbers_start_at_one_and_are_consecutive() -> None:
     assert [event.sequence for event in a_run()] == list(range(1, len(a_run()) + 1))
 
 
-def test_a_strategy_retrieval_needs_no_tool_call() -> None:
-    """retrieve_first and extractive search themselves: sources_found with no tool call id."""
-    check_stream(
-        numbered(
-            Event(run_started=agent_pb2.RunStarted(request_id="r-1")),
-            Event(sources_found=agent_pb2.SourcesFound(sources=[source(1)])),
-            Event(answer_delta=agent_pb2.AnswerDelta(text="Quoted [1].")),
-            Event(completed=agent_pb2.AgentResponse(answer="Quoted [1].")),
+def test_sources_found_outside_a_tool_call_is_rejected() -> None:
+    """Strategies report their own searches as qdrant_retrieval tool calls too."""
+    with pytest.raises(AssertionError, match="not running"):
+        check_stream(
+            numbered(
+                Event(run_started=agent_pb2.RunStarted(request_id="r-1")),
+                Event(sources_found=agent_pb2.SourcesFound(sources=[source(1)])),
+                Event(answer_delta=agent_pb2.AnswerDelta(text="Quoted [1].")),
+                Event(completed=agent_pb2.AgentResponse(answer="Quoted [1].")),
+            )
         )
-    )
 
 
 def test_a_run_without_answer_text_has_an_empty_answer() -> None:

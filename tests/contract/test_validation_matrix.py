@@ -235,7 +235,8 @@ def document_rows() -> list[Row]:
     at_limit = "d" * 1021 + ".md"
     return [
         Row("document.path", "string.min_len", ingest_document(path="a.md"),
-            ingest_document(path=""), also=(("document.path", "string.pattern"),)),
+            ingest_document(path=""),
+            also=(("document.path", "path.relative"), ("document.path", "string.pattern"))),
         Row("document.path", "string.max_len", ingest_document(path=at_limit),
             ingest_document(path="d" + at_limit)),
         Row("document.path", "string.pattern", ingest_document(path="a.mdx"),
@@ -245,9 +246,11 @@ def document_rows() -> list[Row]:
         Row("document.path", "string.pattern", ingest_document(path="a.md"),
             ingest_document(path="a.markdown"), note="only md and mdx"),
         Row("document.path", "string.pattern", ingest_document(path="docs/a.md"),
-            ingest_document(path="/docs/a.md"), note="leading slash"),
+            ingest_document(path="/docs/a.md"), note="leading slash",
+            also=(("document.path", "path.relative"),)),
         Row("document.path", "string.pattern", ingest_document(path="docs/a.md"),
-            ingest_document(path="docs/a.md/"), note="trailing slash"),
+            ingest_document(path="docs/a.md/"), note="trailing slash",
+            also=(("document.path", "path.relative"),)),
         Row("document.path", "path.relative", ingest_document(path="a/..b/c..md"),
             ingest_document(path="a/../b.md"), note="dot-dot segment"),
         Row("document.path", "path.relative", ingest_document(path="..a.md"),
@@ -258,6 +261,10 @@ def document_rows() -> list[Row]:
             ingest_document(path="a/./b.md"), note="dot segment"),
         Row("document.path", "path.relative", ingest_document(path="a/b.md"),
             ingest_document(path="a\\b.md"), note="backslash"),
+        Row("document.path", "path.relative", ingest_document(path="a/b.md"),
+            ingest_document(path="a//b.md"), note="empty segment"),
+        Row("document.path", "path.relative", ingest_document(path="a/b.md"),
+            ingest_document(path="a/\x00.md"), note="control character"),
         Row("document.content", "string.max_bytes", ingest_document(content="x" * (2 * MIB)),
             ingest_document(content="x" * (2 * MIB + 1))),
         Row("document.content", "string.max_bytes", ingest_document(content="é" * MIB),
@@ -269,7 +276,12 @@ def ingest_options_rows() -> list[Row]:
     """IngestOptions.base_url: a URI, or empty for no URLs."""
     return [
         Row("options.base_url", "string.uri", ingest_options(base_url="https://example.dev/"),
-            ingest_options(base_url="example.dev/"), note="no scheme"),
+            ingest_options(base_url="example.dev/"), note="no scheme",
+            also=(("options.base_url", "base_url.http"),)),
+        Row("options.base_url", "base_url.http", ingest_options(base_url="http://example.dev"),
+            ingest_options(base_url="mailto:docs@example.dev"), note="not a site URL"),
+        Row("options.base_url", "base_url.http", ingest_options(base_url="HTTPS://x.dev/"),
+            ingest_options(base_url="ftp://example.dev/"), note="not http"),
         Row("options.base_url", "string.uri",
             ingest_options(base_url="https://example.dev/docs/"),
             ingest_options(base_url="https://example.dev/my docs/"), note="space"),
@@ -306,10 +318,15 @@ MATRIX: list[Row] = [
     # corpus.proto
     *document_rows(),
     *ingest_options_rows(),
-    Row("document_id", "string.min_len", delete_document(document_id="a"),
-        delete_document(document_id="")),
-    Row("document_id", "string.max_len", delete_document(document_id="d" * 1024),
-        delete_document(document_id="d" * 1025)),
+    Row("document_id", "string.min_len", delete_document(document_id="a.md"),
+        delete_document(document_id=""),
+        also=(("document_id", "path.relative"), ("document_id", "string.pattern"))),
+    Row("document_id", "string.max_len", delete_document(document_id="d" * 1021 + ".md"),
+        delete_document(document_id="d" * 1022 + ".md")),
+    Row("document_id", "string.pattern", delete_document(document_id="a/b.mdx"),
+        delete_document(document_id="   ")),
+    Row("document_id", "path.relative", delete_document(document_id="a/b.md"),
+        delete_document(document_id="../../etc/passwd.md"), note="dot-dot segment"),
     *page_rows(list_documents, max_page_size=200),
     # session.proto
     *required_uuid_rows(get_session),
@@ -385,30 +402,18 @@ def test_every_violation_of_a_message_is_reported_at_once() -> None:
     )
 
 
-# --- Contract gaps: what the documentation promises but the rules do not enforce --------
-# Strict xfails: they pass while the gap exists and fail once the .proto is fixed, so that
-# the row then moves into the matrix above.
+# --- Once gaps: what the documentation promises beyond ASCII and plain URIs ---------------
 
 GAPS = [
     pytest.param(
         question(query="\u00a0\u3000"), ("query", "string.not_blank"),
-        id="QuestionRequest.query: only Unicode spaces (NBSP, ideographic space)",
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "string.not_blank uses RE2 \\S, which is ASCII-only: a query of U+00A0/U+3000/"
-            "U+2003 or \\v counts as not blank although the docs say 'not only white space'. "
-            "Fix: this.matches('[^\\\\s\\\\p{Z}\\\\x{0B}\\\\x{85}\\\\x{FEFF}\\\\x{200B}]')"))),
+        id="QuestionRequest.query: only Unicode spaces (NBSP, ideographic space)"),
     pytest.param(
         retrieve(query="\u2003\u000b"), ("query", "string.not_blank"),
-        id="RetrieveRequest.query: only Unicode spaces (em space, vertical tab)",
-        marks=pytest.mark.xfail(strict=True, reason="same RE2 \\S gap as QuestionRequest")),
+        id="RetrieveRequest.query: only Unicode spaces (em space, vertical tab)"),
     pytest.param(
-        ingest_options(base_url="mailto:docs@example.dev"), ("options.base_url", "string.uri"),
-        id="IngestOptions.base_url: not a site URL",
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "string.uri accepts any scheme ('mailto:', 'urn:', 'ftp://') and 'http://' without "
-            "a host, although base_url is documented as the site URL pages are published "
-            "under. Fix: add a CEL rule such as this.matches('^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+')"
-            " (its rule id would then replace string.uri here)"))),
+        ingest_options(base_url="mailto:docs@example.dev"), ("options.base_url", "base_url.http"),
+        id="IngestOptions.base_url: not a site URL"),
 ]  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from ragagent.v1 import types_pb2 as ragagent_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragagent/v1/agent.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17ragagent/v1/types.proto\"\xd5\x04\n\x0fQuestionRequest\x12{\n\x05query\x18\x01 \x01(\tBl\xbaHir\x05\x10\x01\x18\xe8\x07\xba\x01_\n\x10string.not_blank\x12\x36value must contain a character that is not white space\x1a\x13this.matches(\'\\\\S\')\x12#\n\x0bmax_results\x18\x02 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\n(\x01H\x00\x88\x01\x01\x12\x32\n\x14\x63onfidence_threshold\x18\x03 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01\x88\x01\x01\x12\x1f\n\nsession_id\x18\x04 \x01(\tB\x0b\xbaH\x08r\x03\xb0\x01\x01\xd8\x01\x01\x12)\n\x0btemperature\x18\x05 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x00@-\x00\x00\x00\x00H\x02\x88\x01\x01\x12+\n\x07\x66ilters\x18\x06 \x01(\x0b\x32\x1a.ragagent.v1.SearchFilters\x12h\n\x08metadata\x18\x07 \x03(\x0b\x32*.ragagent.v1.QuestionRequest.MetadataEntryB*\xbaH\'\x9a\x01$\x10\x10\"\x19r\x17\x10\x01\x18@2\x11^[A-Za-z0-9_.-]+$*\x05r\x03\x18\x80\x02\x12\x1f\n\nrequest_id\x18\x08 \x01(\tB\x0b\xbaH\x08r\x03\xb0\x01\x01\xd8\x01\x01\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_max_resultsB\x17\n\x15_confidence_thresholdB\x0e\n\x0c_temperature\"\xc1\x03\n\rAgentResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12(\n\x07sources\x18\x04 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12\x12\n\nconfidence\x18\x05 \x01(\x02\x12-\n\ntool_calls\x18\x06 \x03(\x0b\x32\x19.ragagent.v1.ToolCallInfo\x12+\n\x06status\x18\x07 \x01(\x0e\x32\x1b.ragagent.v1.ResponseStatus\x12\x15\n\rfinish_reason\x18\x08 \x01(\t\x12!\n\x05usage\x18\t \x01(\x0b\x32\x12.ragagent.v1.Usage\x12%\n\x07timings\x18\n \x01(\x0b\x32\x14.ragagent.v1.Timings\x12\r\n\x05model\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x0b\x61nswer_mode\x18\r \x01(\x0e\x32\x17.ragagent.v1.AnswerMode\x12\x10\n\x08strategy\x18\x0e \x01(\t\"\x94\x03\n\x11\x41skStreamResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12.\n\x0brun_started\x18\x02 \x01(\x0b\x32\x17.ragagent.v1.RunStartedH\x00\x12\x36\n\x11tool_call_started\x18\x03 \x01(\x0b\x32\x19.ragagent.v1.ToolCallInfoH\x00\x12\x32\n\rsources_found\x18\x04 \x01(\x0b\x32\x19.ragagent.v1.SourcesFoundH\x00\x12\x38\n\x13tool_call_completed\x18\x05 \x01(\x0b\x32\x19.ragagent.v1.ToolCallInfoH\x00\x12\x30\n\x0c\x61nswer_delta\x18\x06 \x01(\x0b\x32\x18.ragagent.v1.AnswerDeltaH\x00\x12+\n\theartbeat\x18\x07 \x01(\x0b\x32\x16.ragagent.v1.HeartbeatH\x00\x12/\n\tcompleted\x18\x08 \x01(\x0b\x32\x1a.ragagent.v1.AgentResponseH\x00\x42\x07\n\x05\x65vent\"d\n\nRunStarted\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x0cSourcesFound\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12(\n\x07sources\x18\x02 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\"\x1b\n\x0b\x41nswerDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"F\n\tHeartbeat\x12*\n\x07\x65lapsed\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05phase\x18\x02 \x01(\t\"\xbd\x02\n\x0fRetrieveRequest\x12{\n\x05query\x18\x01 \x01(\tBl\xbaHir\x05\x10\x01\x18\xe8\x07\xba\x01_\n\x10string.not_blank\x12\x36value must contain a character that is not white space\x1a\x13this.matches(\'\\\\S\')\x12#\n\x0bmax_results\x18\x02 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\x14(\x01H\x00\x88\x01\x01\x12\x32\n\x14\x63onfidence_threshold\x18\x03 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01\x88\x01\x01\x12+\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\x1a.ragagent.v1.SearchFiltersB\x0e\n\x0c_max_resultsB\x17\n\x15_confidence_threshold\"~\n\x10RetrieveResponse\x12(\n\x07sources\x18\x01 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12\'\n\x04took\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t*\xc4\x01\n\x0eResponseStatus\x12\x1f\n\x1bRESPONSE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17RESPONSE_STATUS_SUCCESS\x10\x01\x12\x1d\n\x19RESPONSE_STATUS_NO_ANSWER\x10\x02\x12\x19\n\x15RESPONSE_STATUS_ERROR\x10\x03\x12\x1b\n\x17RESPONSE_STATUS_TIMEOUT\x10\x04\x12\x1d\n\x19RESPONSE_STATUS_CANCELLED\x10\x05*a\n\nAnswerMode\x12\x1b\n\x17\x41NSWER_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_MODE_GENERATIVE\x10\x01\x12\x1a\n\x16\x41NSWER_MODE_EXTRACTIVE\x10\x02\x32\xe5\x01\n\x0c\x41gentService\x12?\n\x03\x41sk\x12\x1c.ragagent.v1.QuestionRequest\x1a\x1a.ragagent.v1.AgentResponse\x12K\n\tAskStream\x12\x1c.ragagent.v1.QuestionRequest\x1a\x1e.ragagent.v1.AskStreamResponse0\x01\x12G\n\x08Retrieve\x12\x1c.ragagent.v1.RetrieveRequest\x1a\x1d.ragagent.v1.RetrieveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragagent/v1/agent.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17ragagent/v1/types.proto\"\x82\x05\n\x0fQuestionRequest\x12\xa7\x01\n\x05query\x18\x01 \x01(\tB\x97\x01\xbaH\x93\x01r\x05\x10\x01\x18\xe8\x07\xba\x01\x88\x01\n\x10string.not_blank\x12\x36value must contain a character that is not white space\x1a<this.matches(\'[^\\\\s\\\\p{Z}\\\\x{0B}\\\\x{85}\\\\x{FEFF}\\\\x{200B}]\')\x12#\n\x0bmax_results\x18\x02 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\n(\x01H\x00\x88\x01\x01\x12\x32\n\x14\x63onfidence_threshold\x18\x03 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01\x88\x01\x01\x12\x1f\n\nsession_id\x18\x04 \x01(\tB\x0b\xbaH\x08r\x03\xb0\x01\x01\xd8\x01\x01\x12)\n\x0btemperature\x18\x05 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x00@-\x00\x00\x00\x00H\x02\x88\x01\x01\x12+\n\x07\x66ilters\x18\x06 \x01(\x0b\x32\x1a.ragagent.v1.SearchFilters\x12h\n\x08metadata\x18\x07 \x03(\x0b\x32*.ragagent.v1.QuestionRequest.MetadataEntryB*\xbaH\'\x9a\x01$\x10\x10\"\x19r\x17\x10\x01\x18@2\x11^[A-Za-z0-9_.-]+$*\x05r\x03\x18\x80\x02\x12\x1f\n\nrequest_id\x18\x08 \x01(\tB\x0b\xbaH\x08r\x03\xb0\x01\x01\xd8\x01\x01\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_max_resultsB\x17\n\x15_confidence_thresholdB\x0e\n\x0c_temperature\"\xc1\x03\n\rAgentResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12(\n\x07sources\x18\x04 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12\x12\n\nconfidence\x18\x05 \x01(\x02\x12-\n\ntool_calls\x18\x06 \x03(\x0b\x32\x19.ragagent.v1.ToolCallInfo\x12+\n\x06status\x18\x07 \x01(\x0e\x32\x1b.ragagent.v1.ResponseStatus\x12\x15\n\rfinish_reason\x18\x08 \x01(\t\x12!\n\x05usage\x18\t \x01(\x0b\x32\x12.ragagent.v1.Usage\x12%\n\x07timings\x18\n \x01(\x0b\x32\x14.ragagent.v1.Timings\x12\r\n\x05model\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x0b\x61nswer_mode\x18\r \x01(\x0e\x32\x17.ragagent.v1.AnswerMode\x12\x10\n\x08strategy\x18\x0e \x01(\t\"\x94\x03\n\x11\x41skStreamResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12.\n\x0brun_started\x18\x02 \x01(\x0b\x32\x17.ragagent.v1.RunStartedH\x00\x12\x36\n\x11tool_call_started\x18\x03 \x01(\x0b\x32\x19.ragagent.v1.ToolCallInfoH\x00\x12\x32\n\rsources_found\x18\x04 \x01(\x0b\x32\x19.ragagent.v1.SourcesFoundH\x00\x12\x38\n\x13tool_call_completed\x18\x05 \x01(\x0b\x32\x19.ragagent.v1.ToolCallInfoH\x00\x12\x30\n\x0c\x61nswer_delta\x18\x06 \x01(\x0b\x32\x18.ragagent.v1.AnswerDeltaH\x00\x12+\n\theartbeat\x18\x07 \x01(\x0b\x32\x16.ragagent.v1.HeartbeatH\x00\x12/\n\tcompleted\x18\x08 \x01(\x0b\x32\x1a.ragagent.v1.AgentResponseH\x00\x42\x07\n\x05\x65vent\"d\n\nRunStarted\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x0cSourcesFound\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12(\n\x07sources\x18\x02 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\"\x1b\n\x0b\x41nswerDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"F\n\tHeartbeat\x12*\n\x07\x65lapsed\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05phase\x18\x02 \x01(\t\"\xea\x02\n\x0fRetrieveRequest\x12\xa7\x01\n\x05query\x18\x01 \x01(\tB\x97\x01\xbaH\x93\x01r\x05\x10\x01\x18\xe8\x07\xba\x01\x88\x01\n\x10string.not_blank\x12\x36value must contain a character that is not white space\x1a<this.matches(\'[^\\\\s\\\\p{Z}\\\\x{0B}\\\\x{85}\\\\x{FEFF}\\\\x{200B}]\')\x12#\n\x0bmax_results\x18\x02 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\x14(\x01H\x00\x88\x01\x01\x12\x32\n\x14\x63onfidence_threshold\x18\x03 \x01(\x02\x42\x0f\xbaH\x0c\n\n\x1d\x00\x00\x80?-\x00\x00\x00\x00H\x01\x88\x01\x01\x12+\n\x07\x66ilters\x18\x04 \x01(\x0b\x32\x1a.ragagent.v1.SearchFiltersB\x0e\n\x0c_max_resultsB\x17\n\x15_confidence_threshold\"~\n\x10RetrieveResponse\x12(\n\x07sources\x18\x01 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12\'\n\x04took\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t*\xc4\x01\n\x0eResponseStatus\x12\x1f\n\x1bRESPONSE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17RESPONSE_STATUS_SUCCESS\x10\x01\x12\x1d\n\x19RESPONSE_STATUS_NO_ANSWER\x10\x02\x12\x19\n\x15RESPONSE_STATUS_ERROR\x10\x03\x12\x1b\n\x17RESPONSE_STATUS_TIMEOUT\x10\x04\x12\x1d\n\x19RESPONSE_STATUS_CANCELLED\x10\x05*a\n\nAnswerMode\x12\x1b\n\x17\x41NSWER_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_MODE_GENERATIVE\x10\x01\x12\x1a\n\x16\x41NSWER_MODE_EXTRACTIVE\x10\x02\x32\xe5\x01\n\x0c\x41gentService\x12?\n\x03\x41sk\x12\x1c.ragagent.v1.QuestionRequest\x1a\x1a.ragagent.v1.AgentResponse\x12K\n\tAskStream\x12\x1c.ragagent.v1.QuestionRequest\x1a\x1e.ragagent.v1.AskStreamResponse0\x01\x12G\n\x08Retrieve\x12\x1c.ragagent.v1.RetrieveRequest\x1a\x1d.ragagent.v1.RetrieveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,7 +38,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUESTIONREQUEST_METADATAENTRY']._loaded_options = None
   _globals['_QUESTIONREQUEST_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_QUESTIONREQUEST'].fields_by_name['query']._loaded_options = None
-  _globals['_QUESTIONREQUEST'].fields_by_name['query']._serialized_options = b'\272Hir\005\020\001\030\350\007\272\001_\n\020string.not_blank\0226value must contain a character that is not white space\032\023this.matches(\'\\\\S\')'
+  _globals['_QUESTIONREQUEST'].fields_by_name['query']._serialized_options = b'\272H\223\001r\005\020\001\030\350\007\272\001\210\001\n\020string.not_blank\0226value must contain a character that is not white space\032<this.matches(\'[^\\\\s\\\\p{Z}\\\\x{0B}\\\\x{85}\\\\x{FEFF}\\\\x{200B}]\')'
   _globals['_QUESTIONREQUEST'].fields_by_name['max_results']._loaded_options = None
   _globals['_QUESTIONREQUEST'].fields_by_name['max_results']._serialized_options = b'\272H\006\032\004\030\n(\001'
   _globals['_QUESTIONREQUEST'].fields_by_name['confidence_threshold']._loaded_options = None
@@ -52,35 +52,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUESTIONREQUEST'].fields_by_name['request_id']._loaded_options = None
   _globals['_QUESTIONREQUEST'].fields_by_name['request_id']._serialized_options = b'\272H\010r\003\260\001\001\330\001\001'
   _globals['_RETRIEVEREQUEST'].fields_by_name['query']._loaded_options = None
-  _globals['_RETRIEVEREQUEST'].fields_by_name['query']._serialized_options = b'\272Hir\005\020\001\030\350\007\272\001_\n\020string.not_blank\0226value must contain a character that is not white space\032\023this.matches(\'\\\\S\')'
+  _globals['_RETRIEVEREQUEST'].fields_by_name['query']._serialized_options = b'\272H\223\001r\005\020\001\030\350\007\272\001\210\001\n\020string.not_blank\0226value must contain a character that is not white space\032<this.matches(\'[^\\\\s\\\\p{Z}\\\\x{0B}\\\\x{85}\\\\x{FEFF}\\\\x{200B}]\')'
   _globals['_RETRIEVEREQUEST'].fields_by_name['max_results']._loaded_options = None
   _globals['_RETRIEVEREQUEST'].fields_by_name['max_results']._serialized_options = b'\272H\006\032\004\030\024(\001'
   _globals['_RETRIEVEREQUEST'].fields_by_name['confidence_threshold']._loaded_options = None
   _globals['_RETRIEVEREQUEST'].fields_by_name['confidence_threshold']._serialized_options = b'\272H\014\n\n\035\000\000\200?-\000\000\000\000'
-  _globals['_RESPONSESTATUS']._serialized_start=2350
-  _globals['_RESPONSESTATUS']._serialized_end=2546
-  _globals['_ANSWERMODE']._serialized_start=2548
-  _globals['_ANSWERMODE']._serialized_end=2645
+  _globals['_RESPONSESTATUS']._serialized_start=2440
+  _globals['_RESPONSESTATUS']._serialized_end=2636
+  _globals['_ANSWERMODE']._serialized_start=2638
+  _globals['_ANSWERMODE']._serialized_end=2735
   _globals['_QUESTIONREQUEST']._serialized_start=160
-  _globals['_QUESTIONREQUEST']._serialized_end=757
-  _globals['_QUESTIONREQUEST_METADATAENTRY']._serialized_start=653
-  _globals['_QUESTIONREQUEST_METADATAENTRY']._serialized_end=700
-  _globals['_AGENTRESPONSE']._serialized_start=760
-  _globals['_AGENTRESPONSE']._serialized_end=1209
-  _globals['_ASKSTREAMRESPONSE']._serialized_start=1212
-  _globals['_ASKSTREAMRESPONSE']._serialized_end=1616
-  _globals['_RUNSTARTED']._serialized_start=1618
-  _globals['_RUNSTARTED']._serialized_end=1718
-  _globals['_SOURCESFOUND']._serialized_start=1720
-  _globals['_SOURCESFOUND']._serialized_end=1798
-  _globals['_ANSWERDELTA']._serialized_start=1800
-  _globals['_ANSWERDELTA']._serialized_end=1827
-  _globals['_HEARTBEAT']._serialized_start=1829
-  _globals['_HEARTBEAT']._serialized_end=1899
-  _globals['_RETRIEVEREQUEST']._serialized_start=1902
-  _globals['_RETRIEVEREQUEST']._serialized_end=2219
-  _globals['_RETRIEVERESPONSE']._serialized_start=2221
-  _globals['_RETRIEVERESPONSE']._serialized_end=2347
-  _globals['_AGENTSERVICE']._serialized_start=2648
-  _globals['_AGENTSERVICE']._serialized_end=2877
+  _globals['_QUESTIONREQUEST']._serialized_end=802
+  _globals['_QUESTIONREQUEST_METADATAENTRY']._serialized_start=698
+  _globals['_QUESTIONREQUEST_METADATAENTRY']._serialized_end=745
+  _globals['_AGENTRESPONSE']._serialized_start=805
+  _globals['_AGENTRESPONSE']._serialized_end=1254
+  _globals['_ASKSTREAMRESPONSE']._serialized_start=1257
+  _globals['_ASKSTREAMRESPONSE']._serialized_end=1661
+  _globals['_RUNSTARTED']._serialized_start=1663
+  _globals['_RUNSTARTED']._serialized_end=1763
+  _globals['_SOURCESFOUND']._serialized_start=1765
+  _globals['_SOURCESFOUND']._serialized_end=1843
+  _globals['_ANSWERDELTA']._serialized_start=1845
+  _globals['_ANSWERDELTA']._serialized_end=1872
+  _globals['_HEARTBEAT']._serialized_start=1874
+  _globals['_HEARTBEAT']._serialized_end=1944
+  _globals['_RETRIEVEREQUEST']._serialized_start=1947
+  _globals['_RETRIEVEREQUEST']._serialized_end=2309
+  _globals['_RETRIEVERESPONSE']._serialized_start=2311
+  _globals['_RETRIEVERESPONSE']._serialized_end=2437
+  _globals['_AGENTSERVICE']._serialized_start=2738
+  _globals['_AGENTSERVICE']._serialized_end=2967
 # @@protoc_insertion_point(module_scope)

@@ -283,6 +283,9 @@ class AskStreamResponse(_message.Message):
 
     Events come in this order: `run_started`; then, for each retrieval, `tool_call_started`,
     `sources_found` and `tool_call_completed`; then `answer_delta` events; then `completed`.
+    Every retrieval is reported as a `qdrant_retrieval` tool call, including those a strategy
+    runs on its own (retrieve_first, extractive, and the agentic strategy's first search), so
+    `sources_found.tool_call_id` always names the call that found the sources.
     `heartbeat` events may come at any point while the server waits on the model or the store.
     Concatenating the `answer_delta.text` of all events gives exactly `completed.answer`.
     """
@@ -392,7 +395,7 @@ class SourcesFound(_message.Message):
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
     tool_call_id: _builtins.str
-    """The tool call that found them; empty for the retrieval that a strategy runs itself."""
+    """The tool call that found them."""
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
         """The sources that passed the threshold, best first. Their `citation` is the number the

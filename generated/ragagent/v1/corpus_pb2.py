@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragagent/v1/corpus.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"=\n\rIngestOptions\x12\x1d\n\x08\x62\x61se_url\x18\x01 \x01(\tB\x0b\xbaH\x08r\x03\x88\x01\x01\xd8\x01\x01\x12\r\n\x05prune\x18\x02 \x01(\x08\"\xf9\x01\n\x08\x44ocument\x12\xcf\x01\n\x04path\x18\x01 \x01(\tB\xc0\x01\xbaH\xbc\x01r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\x95\x01\n\rpath.relative\x12\x39path must not contain \'.\' or \'..\' segments or backslashes\x1aI!this.split(\'/\').exists(s, s == \'.\' || s == \'..\') && !this.contains(\'\\\\\')\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\xbaH\x07r\x05(\x80\x80\x80\x01\"n\n\x16IngestDocumentsRequest\x12+\n\x07options\x18\x01 \x01(\x0b\x32\x1a.ragagent.v1.IngestOptions\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.ragagent.v1.Document\"\xe2\x01\n\x17IngestDocumentsResponse\x12\x17\n\x0f\x64ocuments_added\x18\x01 \x01(\x05\x12\x19\n\x11\x64ocuments_updated\x18\x02 \x01(\x05\x12\x1b\n\x13\x64ocuments_unchanged\x18\x03 \x01(\x05\x12\x19\n\x11\x64ocuments_deleted\x18\x04 \x01(\x05\x12\x16\n\x0e\x63hunks_written\x18\x05 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x06 \x01(\x05\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"8\n\x15\x44\x65leteDocumentRequest\x12\x1f\n\x0b\x64ocument_id\x18\x01 \x01(\tB\n\xbaH\x07r\x05\x10\x01\x18\x80\x08\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"S\n\x14ListDocumentsRequest\x12\x1d\n\tpage_size\x18\x01 \x01(\x05\x42\n\xbaH\x07\x1a\x05\x18\xc8\x01(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xbc\x01\n\x0c\x44ocumentInfo\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0e\n\x06module\x18\x04 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x05\x12\x14\n\x0c\x63ontent_hash\x18\x07 \x01(\t\x12/\n\x0bingested_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ListDocumentsResponse\x12,\n\tdocuments\x18\x01 \x03(\x0b\x32\x19.ragagent.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15GetCorpusStatsRequest\"\x87\x01\n\x16GetCorpusStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\x04 \x01(\t\x12\x13\n\x0bvector_size\x18\x05 \x01(\x05\x32\xfd\x02\n\rCorpusService\x12^\n\x0fIngestDocuments\x12#.ragagent.v1.IngestDocumentsRequest\x1a$.ragagent.v1.IngestDocumentsResponse(\x01\x12Y\n\x0e\x44\x65leteDocument\x12\".ragagent.v1.DeleteDocumentRequest\x1a#.ragagent.v1.DeleteDocumentResponse\x12V\n\rListDocuments\x12!.ragagent.v1.ListDocumentsRequest\x1a\".ragagent.v1.ListDocumentsResponse\x12Y\n\x0eGetCorpusStats\x12\".ragagent.v1.GetCorpusStatsRequest\x1a#.ragagent.v1.GetCorpusStatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragagent/v1/corpus.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x01\n\rIngestOptions\x12\x91\x01\n\x08\x62\x61se_url\x18\x01 \x01(\tB\x7f\xbaH|r\x03\x88\x01\x01\xba\x01q\n\rbase_url.http\x12.value must be an http or https URL with a host\x1a\x30this.matches(\'^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+\')\xd8\x01\x01\x12\r\n\x05prune\x18\x02 \x01(\x08\"\xc6\x02\n\x08\x44ocument\x12\x9c\x02\n\x04path\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\xbaH\x07r\x05(\x80\x80\x80\x01\"n\n\x16IngestDocumentsRequest\x12+\n\x07options\x18\x01 \x01(\x0b\x32\x1a.ragagent.v1.IngestOptions\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.ragagent.v1.Document\"\xe2\x01\n\x17IngestDocumentsResponse\x12\x17\n\x0f\x64ocuments_added\x18\x01 \x01(\x05\x12\x19\n\x11\x64ocuments_updated\x18\x02 \x01(\x05\x12\x1b\n\x13\x64ocuments_unchanged\x18\x03 \x01(\x05\x12\x19\n\x11\x64ocuments_deleted\x18\x04 \x01(\x05\x12\x16\n\x0e\x63hunks_written\x18\x05 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x06 \x01(\x05\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xbd\x02\n\x15\x44\x65leteDocumentRequest\x12\xa3\x02\n\x0b\x64ocument_id\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"S\n\x14ListDocumentsRequest\x12\x1d\n\tpage_size\x18\x01 \x01(\x05\x42\n\xbaH\x07\x1a\x05\x18\xc8\x01(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xbc\x01\n\x0c\x44ocumentInfo\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0e\n\x06module\x18\x04 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x05\x12\x14\n\x0c\x63ontent_hash\x18\x07 \x01(\t\x12/\n\x0bingested_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ListDocumentsResponse\x12,\n\tdocuments\x18\x01 \x03(\x0b\x32\x19.ragagent.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15GetCorpusStatsRequest\"\x87\x01\n\x16GetCorpusStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\x04 \x01(\t\x12\x13\n\x0bvector_size\x18\x05 \x01(\x05\x32\xfd\x02\n\rCorpusService\x12^\n\x0fIngestDocuments\x12#.ragagent.v1.IngestDocumentsRequest\x1a$.ragagent.v1.IngestDocumentsResponse(\x01\x12Y\n\x0e\x44\x65leteDocument\x12\".ragagent.v1.DeleteDocumentRequest\x1a#.ragagent.v1.DeleteDocumentResponse\x12V\n\rListDocuments\x12!.ragagent.v1.ListDocumentsRequest\x1a\".ragagent.v1.ListDocumentsResponse\x12Y\n\x0eGetCorpusStats\x12\".ragagent.v1.GetCorpusStatsRequest\x1a#.ragagent.v1.GetCorpusStatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,39 +35,39 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragagent.v1.corpus_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INGESTOPTIONS'].fields_by_name['base_url']._loaded_options = None
-  _globals['_INGESTOPTIONS'].fields_by_name['base_url']._serialized_options = b'\272H\010r\003\210\001\001\330\001\001'
+  _globals['_INGESTOPTIONS'].fields_by_name['base_url']._serialized_options = b'\272H|r\003\210\001\001\272\001q\n\rbase_url.http\022.value must be an http or https URL with a host\0320this.matches(\'^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+\')\330\001\001'
   _globals['_DOCUMENT'].fields_by_name['path']._loaded_options = None
-  _globals['_DOCUMENT'].fields_by_name['path']._serialized_options = b'\272H\274\001r!\020\001\030\200\0102\032^[^/]([^/]*/)*[^/]*\\.mdx?$\272\001\225\001\n\rpath.relative\0229path must not contain \'.\' or \'..\' segments or backslashes\032I!this.split(\'/\').exists(s, s == \'.\' || s == \'..\') && !this.contains(\'\\\\\')'
+  _globals['_DOCUMENT'].fields_by_name['path']._serialized_options = b'\272H\211\002r!\020\001\030\200\0102\032^[^/]([^/]*/)*[^/]*\\.mdx?$\272\001\342\001\n\rpath.relative\022Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\032{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')'
   _globals['_DOCUMENT'].fields_by_name['content']._loaded_options = None
   _globals['_DOCUMENT'].fields_by_name['content']._serialized_options = b'\272H\007r\005(\200\200\200\001'
   _globals['_DELETEDOCUMENTREQUEST'].fields_by_name['document_id']._loaded_options = None
-  _globals['_DELETEDOCUMENTREQUEST'].fields_by_name['document_id']._serialized_options = b'\272H\007r\005\020\001\030\200\010'
+  _globals['_DELETEDOCUMENTREQUEST'].fields_by_name['document_id']._serialized_options = b'\272H\211\002r!\020\001\030\200\0102\032^[^/]([^/]*/)*[^/]*\\.mdx?$\272\001\342\001\n\rpath.relative\022Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\032{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')'
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_size']._loaded_options = None
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_size']._serialized_options = b'\272H\007\032\005\030\310\001(\000'
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_token']._loaded_options = None
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_token']._serialized_options = b'\272H\005r\003\030\200\020'
-  _globals['_INGESTOPTIONS']._serialized_start=135
-  _globals['_INGESTOPTIONS']._serialized_end=196
-  _globals['_DOCUMENT']._serialized_start=199
-  _globals['_DOCUMENT']._serialized_end=448
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=450
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=560
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=563
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=789
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=791
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=847
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=849
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=897
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=899
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=982
-  _globals['_DOCUMENTINFO']._serialized_start=985
-  _globals['_DOCUMENTINFO']._serialized_end=1173
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1175
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1269
-  _globals['_GETCORPUSSTATSREQUEST']._serialized_start=1271
-  _globals['_GETCORPUSSTATSREQUEST']._serialized_end=1294
-  _globals['_GETCORPUSSTATSRESPONSE']._serialized_start=1297
-  _globals['_GETCORPUSSTATSRESPONSE']._serialized_end=1432
-  _globals['_CORPUSSERVICE']._serialized_start=1435
-  _globals['_CORPUSSERVICE']._serialized_end=1816
+  _globals['_INGESTOPTIONS']._serialized_start=136
+  _globals['_INGESTOPTIONS']._serialized_end=314
+  _globals['_DOCUMENT']._serialized_start=317
+  _globals['_DOCUMENT']._serialized_end=643
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=645
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=755
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=758
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=984
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=987
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1304
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1306
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1354
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1356
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1439
+  _globals['_DOCUMENTINFO']._serialized_start=1442
+  _globals['_DOCUMENTINFO']._serialized_end=1630
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1632
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1726
+  _globals['_GETCORPUSSTATSREQUEST']._serialized_start=1728
+  _globals['_GETCORPUSSTATSREQUEST']._serialized_end=1751
+  _globals['_GETCORPUSSTATSRESPONSE']._serialized_start=1754
+  _globals['_GETCORPUSSTATSRESPONSE']._serialized_end=1889
+  _globals['_CORPUSSERVICE']._serialized_start=1892
+  _globals['_CORPUSSERVICE']._serialized_end=2273
 # @@protoc_insertion_point(module_scope)

@@ -59,7 +59,8 @@ class Document(_message.Message):
     path: _builtins.str
     """Path relative to the corpus root, with "/" separators, for example
     "module-01-foundations/chapter-01-ros2-nervous-system/page-01-intro.md". It becomes the
-    document id. No leading "/", no "." or ".." segments; must end in .md or .mdx.
+    document id. No leading "/", no empty, "." or ".." segments, no control characters or
+    backslashes; must end in .md or .mdx.
     """
     content: _builtins.str
     """The file's text (UTF-8), at most 2 MiB."""
@@ -163,7 +164,7 @@ class DeleteDocumentRequest(_message.Message):
 
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
-    """Id (relative path) of the document."""
+    """Id (relative path) of the document, as in `Document.path`."""
     def __init__(
         self,
         *,
