@@ -81,8 +81,10 @@ breaking:
 	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	git archive '$(BREAKING_AGAINST)' protos buf.yaml | tar -x -C $$tmp && \
 	mkdir -p $$tmp/.cache && cp -r $(PROTO_DEPS) $$tmp/.cache/protos && \
-	$(BIN)/buf build $$tmp -o $$tmp/against.binpb && \
-	$(BIN)/buf breaking --against $$tmp/against.binpb && \
+	(cd $$tmp && $(CURDIR)/$(BIN)/buf build protos -o against.binpb) && \
+	$(BIN)/buf build protos -o $$tmp/current.binpb && \
+	$(BIN)/buf breaking $$tmp/current.binpb --against $$tmp/against.binpb --exclude-imports \
+		--config '{"version": "v2", "breaking": {"use": ["FILE"]}}' && \
 	echo "buf breaking: no breaking change against $(BREAKING_AGAINST)"
 
 fmt: setup ## format Python and protos in place
