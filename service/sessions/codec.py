@@ -1,0 +1,129 @@
+"""Rows of the session tables to and from domain values, and the list page token."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import asdict, fields
+from datetime import datetime
+from typing import Any
+
+from service.domain import (
+    Chunk,
+    RunResult,
+    ScoredChunk,
+    Source,
+    Timings,
+    ToolCallRecord,
+    ToolCallStatus,
+    Usage,
+)
+from service.errors import FieldViolation, InvalidArgument
+from service.sessions.records import truncate
+from service.sessions.schema import AnyRow
+
+_CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
+
+
+def sources_to_json(sources: list[Source]) -> list[dict[str, Any]]:
+    return [
+        {"chunk": asdict(s.hit.chunk), "score": s.hit.score, "citation": s.citation}
+        for s in sources
+    ]
+
+
+def sources_from_json(value: list[dict[str, Any]] | None) -> list[Source]:
+    sources = []
+    for item in value or []:
+        # Fields a later release may add to Chunk are dropped, not fatal.
+        chunk = Chunk(**{k: v for k, v in item["chunk"].items() if k in _CHUNK_FIELDS})
+        sources.append(Source(ScoredChunk(chunk, float(item["score"])), int(item["citation"])))
+    return sources
+
+
+def tool_call_values(
+    call: ToolCallRecord, *, position: int, session_id: str, turn_id: str, now: datetime
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "position": position,
+        "call_id": call.id[:128],
+        "function_name": call.name[:128],
+        "arguments": call.arguments,
+        "result": call.result,
+        "status": call.status.value,
+        "error": truncate(call.error),
+        "started_at": call.started_at,
+        "duration_s": call.duration_s,
+        "created_at": now,
+    }
+
+
+def tool_call_from_row(row: AnyRow) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=row.call_id,
+        name=row.function_name,
+        arguments=row.arguments,
+        status=ToolCallStatus(row.status),
+        started_at=row.started_at,
+        duration_s=row.duration_s,
+        result=row.result,
+        error=row.error,
+    )
+
+
+def response_values(
+    result: RunResult, *, session_id: str, turn_id: str, now: datetime
+) -> dict[str, Any]:
+    return {
+        "turn_id": turn_id,
+        "session_id": session_id,
+        "status": result.status.value,
+        "confidence": result.confidence,
+        "sources": sources_to_json(result.sources),
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "retrieval_s": result.timings.retrieval_s,
+        "time_to_first_token_s": result.timings.time_to_first_token_s,
+        "total_s": result.timings.total_s,
+        "finish_reason": result.finish_reason[:64],
+        "model": result.model[:256],
+        "created_at": now,
+    }
+
+
+def usage_from_row(row: AnyRow) -> Usage:
+    return Usage(row.prompt_tokens, row.completion_tokens)
+
+
+def timings_from_row(row: AnyRow) -> Timings:
+    return Timings(row.retrieval_s, row.time_to_first_token_s, row.total_s)
+
+
+def encode_page_token(created_at: datetime, session_id: str) -> str:
+    """An opaque position in the (created_at, id) order: where the next page starts."""
+    raw = json.dumps([created_at.isoformat(), session_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> tuple[datetime, str]:
+    """The position a token names; InvalidArgument on anything we did not issue."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        stamp, session_id = json.loads(raw)
+        moment = datetime.fromisoformat(stamp)
+        if not isinstance(session_id, str) or moment.tzinfo is None:
+            raise ValueError("malformed page token")  # noqa: TRY301 (one path for all defects)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise InvalidArgument(
+            [
+                FieldViolation(
+                    "page_token",
+                    "is not a next_page_token from a previous ListSessions response",
+                    "INVALID_PAGE_TOKEN",
+                )
+            ]
+        ) from None
+    return moment, session_id

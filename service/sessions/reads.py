@@ -1,0 +1,154 @@
+"""Queries that read sessions back: one session with its turns, the history, a list page."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from service.domain import ConversationTurn
+from service.sessions import schema as t
+from service.sessions.codec import (
+    sources_from_json,
+    timings_from_row,
+    tool_call_from_row,
+    usage_from_row,
+)
+from service.sessions.records import RunStatus, TokenCounter, TurnRecord
+from service.sessions.schema import AnyRow
+
+_HISTORY_BATCH = 32
+
+
+async def session_row(connection: AsyncConnection, session_id: str) -> AnyRow | None:
+    result = await connection.execute(select(t.sessions).where(t.sessions.c.id == session_id))
+    return result.one_or_none()
+
+
+async def turn_records(connection: AsyncConnection, session_id: str) -> list[TurnRecord]:
+    """Every turn of the session, oldest first, with its answer, sources and tool calls."""
+    turn_rows = (
+        await connection.execute(
+            select(t.turns).where(t.turns.c.session_id == session_id).order_by(t.turns.c.seq)
+        )
+    ).all()
+    answers: dict[str, str] = {}
+    for row in await connection.execute(
+        select(t.messages.c.turn_id, t.messages.c.content).where(
+            t.messages.c.session_id == session_id, t.messages.c.role == "assistant"
+        )
+    ):
+        answers[row.turn_id] = row.content
+    calls: dict[str, list[Any]] = {}
+    for row in await connection.execute(
+        select(t.tool_calls)
+        .where(t.tool_calls.c.session_id == session_id)
+        .order_by(t.tool_calls.c.turn_id, t.tool_calls.c.position)
+    ):
+        calls.setdefault(row.turn_id, []).append(tool_call_from_row(row))
+    responses = {
+        row.turn_id: row
+        for row in await connection.execute(
+            select(t.responses).where(t.responses.c.session_id == session_id)
+        )
+    }
+    records = []
+    for turn in turn_rows:
+        response = responses.get(turn.id)
+        extra: dict[str, Any] = {}
+        if response is not None:
+            extra = {
+                "sources": sources_from_json(response.sources),
+                "confidence": response.confidence,
+                "usage": usage_from_row(response),
+                "timings": timings_from_row(response),
+            }
+        records.append(
+            TurnRecord(
+                turn_id=turn.id,
+                request_id=turn.request_id,
+                question=turn.question,
+                status=RunStatus(turn.status),
+                created_at=turn.created_at,
+                completed_at=turn.completed_at,
+                answer=answers.get(turn.id, ""),
+                error=turn.error,
+                tool_calls=calls.get(turn.id, []),
+                **extra,
+            )
+        )
+    return records
+
+
+async def history(
+    connection: AsyncConnection, session_id: str, *, token_budget: int, count: TokenCounter
+) -> list[ConversationTurn]:
+    """The newest completed turns that fit ``token_budget`` together, oldest first.
+
+    Reads backwards in small batches, so a long session costs only what the budget admits.
+    A turn that does not fit ends the history: older turns are dropped, never skipped over,
+    so the model never sees a conversation with a hole in it.
+    """
+    kept: list[ConversationTurn] = []
+    left = token_budget
+    before: int | None = None
+    while left > 0:
+        query = (
+            select(t.turns.c.id, t.turns.c.seq)
+            .where(t.turns.c.session_id == session_id, t.turns.c.status == RunStatus.COMPLETED)
+            .order_by(t.turns.c.seq.desc())
+            .limit(_HISTORY_BATCH)
+        )
+        if before is not None:
+            query = query.where(t.turns.c.seq < before)
+        batch = (await connection.execute(query)).all()
+        if not batch:
+            break
+        before = batch[-1].seq
+        texts: dict[str, dict[str, str]] = {row.id: {} for row in batch}
+        for message in await connection.execute(
+            select(t.messages.c.turn_id, t.messages.c.role, t.messages.c.content).where(
+                t.messages.c.turn_id.in_(list(texts))
+            )
+        ):
+            texts[message.turn_id][message.role] = message.content
+        for row in batch:
+            said = texts[row.id]
+            turn = ConversationTurn(said.get("user", ""), said.get("assistant", ""))
+            cost = count(turn.question) + count(turn.answer)
+            if cost > left:
+                left = 0
+                break
+            left -= cost
+            kept.append(turn)
+        if len(batch) < _HISTORY_BATCH:
+            break
+    kept.reverse()
+    return kept
+
+
+async def session_page(
+    connection: AsyncConnection, owner: str, *, limit: int, after: tuple[datetime, str] | None
+) -> list[AnyRow]:
+    """Up to ``limit`` of the owner's sessions, newest first, strictly after ``after``.
+
+    Keyset pagination on (created_at, id): stable while sessions are added or removed
+    between pages, unlike an offset, and the index on (owner, created_at, id) serves it.
+    """
+    s = t.sessions
+    query = (
+        select(s)
+        .where(s.c.owner == owner)
+        .order_by(s.c.created_at.desc(), s.c.id.desc())
+        .limit(limit)
+    )
+    if after is not None:
+        created_at, session_id = after
+        query = query.where(
+            or_(
+                s.c.created_at < created_at, and_(s.c.created_at == created_at, s.c.id < session_id)
+            )
+        )
+    return list((await connection.execute(query)).all())
