@@ -1,0 +1,101 @@
+"""The YAML front matter of a Docusaurus page, reduced to the keys ingestion uses."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+_OPEN = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^---[ \t]*\r?$\n?", re.M)
+
+
+class MarkdownError(ValueError):
+    """A page cannot be read as Markdown; the message names the page."""
+
+
+class FrontMatterError(MarkdownError):
+    """The front matter is not valid YAML or not a mapping.
+
+    ``body`` is the page text to use without front matter, so that a caller can go on.
+    """
+
+    def __init__(self, message: str, body: str) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """The front-matter keys that matter for ingestion; everything else is ignored."""
+
+    title: str = ""
+    description: str = ""
+    slug: str | None = None
+    sidebar_position: float | None = None
+    tags: tuple[str, ...] = ()
+
+
+def split_front_matter(text: str, path: str = "") -> tuple[FrontMatter, str]:
+    """(front matter, body). A page without front matter gets an empty one."""
+    text = text.replace("\r\n", "\n")
+    opening = _OPEN.match(text)
+    if opening is None:
+        return FrontMatter(), text.lstrip("\ufeff")
+    closing = _CLOSE.search(text, opening.end())
+    name = path or "<document>"
+    if closing is None:
+        # Without a closing line Docusaurus sees a thematic break, not metadata: keep the text.
+        raise FrontMatterError(f"{name}: front matter opened with '---' is never closed", text)
+    raw, body = text[opening.end() : closing.start()], text[closing.end() :]
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" (line {mark.line + 2})"  # +1 for 1-based, +1 for the opening '---'
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise FrontMatterError(
+            f"{name}: invalid YAML front matter{where}: {problem}", body
+        ) from exc
+    if data is None:
+        return FrontMatter(), body
+    if not isinstance(data, dict):
+        raise FrontMatterError(
+            f"{name}: front matter must be a mapping, not {type(data).__name__}", body
+        )
+    return _from_mapping(data), body
+
+
+def _from_mapping(data: dict[Any, Any]) -> FrontMatter:
+    slug = data.get("slug")
+    position = data.get("sidebar_position")
+    return FrontMatter(
+        title=_text(data.get("title")),
+        description=_text(data.get("description")),
+        slug=None if slug is None or str(slug).strip() == "" else str(slug).strip(),
+        sidebar_position=(
+            float(position)
+            if isinstance(position, (int, float)) and not isinstance(position, bool)
+            else None
+        ),
+        tags=_tags(data.get("tags")),
+    )
+
+
+def _text(value: object) -> str:
+    return "" if value is None else " ".join(str(value).split())
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    # Docusaurus accepts a list of names or of {label, permalink} objects.
+    items: list[object] = value if isinstance(value, list) else [] if value is None else [value]
+    tags: list[str] = []
+    for item in items:
+        label = item.get("label") if isinstance(item, dict) else item
+        if label is not None and str(label).strip():
+            tags.append(str(label).strip())
+    return tuple(tags)

@@ -1,0 +1,294 @@
+"""Ingestion: pages in, chunks with vectors out, written so that re-runs are cheap and safe.
+
+Every document is written as a whole through ``ChunkStore.replace_document``; chunk ids
+are derived from the document id and the position, so a re-run overwrites instead of
+duplicating. A document's hash covers its text and everything that shapes its chunks
+(parser, chunker, embedder, base URL), so an unchanged document costs one dictionary
+lookup, while a changed configuration re-indexes everything. An interrupted run leaves at
+most one document half-written, which the store no longer reports as consistent, so the
+next run writes it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from service.domain import Chunk, Deadline
+from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
+from service.ingest.chunker import Chunker
+from service.ingest.loader import SourceDocument
+from service.ingest.markdown import PARSER_VERSION, parse_markdown
+from service.ingest.urls import page_url, placement
+from service.retrieval.base import ChunkStore, Embedder
+
+# Fixed forever: changing it would give every chunk a new id.
+CHUNK_NAMESPACE = uuid.UUID("5b0f6d1e-2c53-4c71-9d0e-6a8f3f1c2b7a")
+_LIST_PAGE = 200
+
+
+def chunk_id(document_id: str, position: int) -> str:
+    """The stable id of the chunk at ``position`` of a document."""
+    return str(uuid.uuid5(CHUNK_NAMESPACE, f"{document_id}#{position}"))
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class DocumentStatus(StrEnum):
+    """What an ingest did with one document."""
+
+    ADDED = "added"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    DELETED = "deleted"
+    EMPTY = "empty"  # no text to index; any old chunks were removed
+
+
+@dataclass(frozen=True, slots=True)
+class IngestEvent:
+    """Reported to the progress callback after each document."""
+
+    document_id: str
+    status: DocumentStatus
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class IngestSummary:
+    """Totals of one ingest run (becomes ragagent.v1.IngestDocumentsResponse)."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    empty: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    duration_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def record(self, event: IngestEvent) -> None:
+        counter = event.status.value
+        setattr(self, counter, getattr(self, counter) + 1)
+        self.chunks_written += event.chunks_written
+        self.chunks_deleted += event.chunks_deleted
+        self.warnings.extend(event.warnings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    """A document parsed and chunked, ready to embed; ``embed_texts`` align with ``chunks``."""
+
+    document_id: str
+    document_hash: str
+    chunks: tuple[Chunk, ...]
+    embed_texts: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+Progress = Callable[[IngestEvent], None]
+
+
+class Ingestor:
+    """Chunks, embeds and stores documents through the injected embedder and store."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: ChunkStore,
+        *,
+        batch_size: int = 32,
+        chunker: Chunker | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._embedder = embedder
+        self._store = store
+        self._batch_size = batch_size
+        self._chunker = chunker or Chunker(embedder.count_tokens, max_tokens=embedder.max_tokens)
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    @property
+    def config_version(self) -> str:
+        """Everything besides the text that shapes a document's chunks and vectors."""
+        return (
+            f"parser-{PARSER_VERSION}|{self._chunker.version}"
+            f"|{self._embedder.model_name}/{self._embedder.dimension}"
+        )
+
+    def document_hash(self, document: SourceDocument, base_url: str = "") -> str:
+        return sha256_hex(f"{self.config_version}|{base_url.strip()}\n{document.content}")
+
+    def prepare(self, document: SourceDocument, *, base_url: str = "") -> PreparedDocument:
+        """Parses and chunks one document (no embedding, no I/O)."""
+        doc_id = document.path
+        parsed = parse_markdown(document.content, doc_id)
+        pieces = self._chunker.chunk(parsed)
+        where = placement(doc_id)
+        doc_hash = self.document_hash(document, base_url)
+        created_at = self._clock().astimezone(UTC).isoformat(timespec="seconds")
+        url = page_url(base_url, doc_id, parsed.slug)
+        chunks = tuple(
+            Chunk(
+                chunk_id=chunk_id(doc_id, piece.position),
+                document_id=doc_id,
+                text=piece.text,
+                url=url,
+                title=parsed.title,
+                module=where.module,
+                chapter=where.chapter,
+                section=piece.section,
+                heading=piece.heading,
+                position=piece.position,
+                source_file=doc_id,
+                content_hash=sha256_hex(piece.text),
+                document_hash=doc_hash,
+                chunk_count=len(pieces),
+                created_at=created_at,
+            )
+            for piece in pieces
+        )
+        return PreparedDocument(
+            doc_id,
+            doc_hash,
+            chunks,
+            tuple(piece.embed_text for piece in pieces),
+            tuple(f"{doc_id}: {w}" if not w.startswith(doc_id) else w for w in parsed.warnings),
+        )
+
+    async def ingest(
+        self,
+        documents: AsyncIterable[SourceDocument] | Iterable[SourceDocument],
+        *,
+        base_url: str = "",
+        prune: bool = False,
+        progress: Progress | None = None,
+        deadline: Deadline | None = None,
+    ) -> IngestSummary:
+        """Indexes the documents; with ``prune``, then deletes indexed documents not seen.
+
+        Failures (store, embedder, deadline) propagate; what was written until then stays
+        consistent, and running the same ingest again completes it.
+        """
+        started = time.monotonic()
+        summary = IngestSummary()
+
+        def report(event: IngestEvent) -> None:
+            summary.record(event)
+            if progress is not None:
+                progress(event)
+
+        known = await self._store.document_hashes(deadline=deadline)
+        seen: set[str] = set()
+        async for document in _aiter(documents):
+            _check_deadline(deadline, summary)
+            _validate_path(document.path, seen)
+            seen.add(document.path)
+            report(await self._ingest_one(document, base_url, known, deadline))
+        if prune:
+            for document_id in await self._stored_ids(deadline):
+                if document_id not in seen:
+                    _check_deadline(deadline, summary)
+                    removed = await self._store.delete_document(document_id, deadline=deadline)
+                    report(IngestEvent(document_id, DocumentStatus.DELETED, 0, removed))
+        summary.duration_s = time.monotonic() - started
+        return summary
+
+    async def _ingest_one(
+        self,
+        document: SourceDocument,
+        base_url: str,
+        known: dict[str, str],
+        deadline: Deadline | None,
+    ) -> IngestEvent:
+        doc_id = document.path
+        if known.get(doc_id) == self.document_hash(document, base_url):
+            return IngestEvent(doc_id, DocumentStatus.UNCHANGED)
+        prepared = self.prepare(document, base_url=base_url)
+        if not prepared.chunks:
+            removed = await self._store.delete_document(doc_id, deadline=deadline)
+            return IngestEvent(doc_id, DocumentStatus.EMPTY, 0, removed, prepared.warnings)
+        vectors = await self._embed(prepared.embed_texts, deadline)
+        removed = await self._store.replace_document(
+            doc_id, prepared.chunks, vectors, deadline=deadline
+        )
+        # A document missing from `known` may still have chunks (a run that was cut off);
+        # removed chunks reveal that it was there before.
+        status = DocumentStatus.UPDATED if doc_id in known or removed else DocumentStatus.ADDED
+        return IngestEvent(doc_id, status, len(prepared.chunks), removed, prepared.warnings)
+
+    async def _embed(self, texts: tuple[str, ...], deadline: Deadline | None) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = texts[start : start + self._batch_size]
+            vectors.extend(await self._embedder.embed_documents(batch, deadline=deadline))
+        if len(vectors) != len(texts):
+            raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)}")
+        return vectors
+
+    async def _stored_ids(self, deadline: Deadline | None) -> list[str]:
+        # Listed rather than taken from document_hashes(), which leaves out documents a
+        # cut-off run left incomplete: those must be pruned too.
+        ids: list[str] = []
+        after = ""
+        while True:
+            page = await self._store.list_documents(
+                after=after, limit=_LIST_PAGE, deadline=deadline
+            )
+            ids.extend(summary.document_id for summary in page)
+            if len(page) < _LIST_PAGE:
+                return ids
+            after = page[-1].document_id
+
+    async def delete(self, document_id: str, *, deadline: Deadline | None = None) -> int:
+        """Removes a document's chunks; :class:`DocumentNotFound` when it has none."""
+        removed = await self._store.delete_document(document_id, deadline=deadline)
+        if removed == 0:
+            raise DocumentNotFound("document", document_id)
+        return removed
+
+
+async def _aiter(
+    documents: AsyncIterable[SourceDocument] | Iterable[SourceDocument],
+) -> AsyncIterator[SourceDocument]:
+    if isinstance(documents, AsyncIterable):
+        async for document in documents:
+            yield document
+    else:
+        for document in documents:
+            yield document
+
+
+def _check_deadline(deadline: Deadline | None, summary: IngestSummary) -> None:
+    if deadline is not None and deadline.expired:
+        done = summary.added + summary.updated + summary.unchanged + summary.empty
+        raise DeadlineExceeded(
+            f"the deadline ran out during ingestion after {done} documents; "
+            "running it again continues where it stopped"
+        )
+
+
+def _validate_path(path: str, seen: set[str]) -> None:
+    problem = ""
+    if not path or path.startswith("/") or "\\" in path:
+        problem = "must be a relative path with '/' separators"
+    elif any(part in ("", ".", "..") for part in path.split("/")):
+        problem = "must not contain empty, '.' or '..' segments"
+    elif path in seen:
+        problem = "appears twice in one ingest"
+    if problem:
+        raise InvalidArgument([FieldViolation("document.path", f"{path!r} {problem}")])
