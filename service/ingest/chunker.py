@@ -137,10 +137,16 @@ class Chunker:
         return bodies
 
     def _overlap(self, atoms: list[_Atom]) -> _Atom | None:
-        last = atoms[-1]
-        if last.kind != "paragraph" or self._overlap_tokens <= 0:
+        if atoms[-1].kind != "paragraph" or self._overlap_tokens <= 0:
             return None
-        sentences = _SENTENCE_END.split(last.text.strip())
+        # The end of the last paragraph, which may span several atoms (its sentences).
+        start = len(atoms) - 1
+        while (
+            start > 0 and atoms[start].separator != "\n\n" and atoms[start - 1].kind == "paragraph"
+        ):
+            start -= 1
+        paragraph = _join(atoms[start:]).strip()
+        sentences = _SENTENCE_END.split(paragraph)
         for take in range(min(self._overlap_sentences, len(sentences)), 0, -1):
             tail = " ".join(sentences[-take:])
             if self._count(tail) <= self._overlap_tokens and tail != _join(atoms).strip():

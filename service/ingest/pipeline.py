@@ -45,8 +45,8 @@ def sha256_hex(text: str) -> str:
 class DocumentStatus(StrEnum):
     """What an ingest did with one document."""
 
-    ADDED = "added"
-    UPDATED = "updated"
+    ADDED = "added"  # no complete earlier version (new, or left half-written by a crash)
+    UPDATED = "updated"  # an earlier version was replaced
     UNCHANGED = "unchanged"
     DELETED = "deleted"
     EMPTY = "empty"  # no text to index; any old chunks were removed
@@ -226,9 +226,7 @@ class Ingestor:
         removed = await self._store.replace_document(
             doc_id, prepared.chunks, vectors, deadline=deadline
         )
-        # A document missing from `known` may still have chunks (a run that was cut off);
-        # removed chunks reveal that it was there before.
-        status = DocumentStatus.UPDATED if doc_id in known or removed else DocumentStatus.ADDED
+        status = DocumentStatus.UPDATED if doc_id in known else DocumentStatus.ADDED
         return IngestEvent(doc_id, status, len(prepared.chunks), removed, prepared.warnings)
 
     async def _embed(self, texts: tuple[str, ...], deadline: Deadline | None) -> list[list[float]]:
