@@ -1,13 +1,17 @@
-"""Fixtures of the agent tests: the scripted OpenAI server and a real client pointed at it."""
+"""Fixtures of the agent tests: the scripted OpenAI server, real clients, agents wired to it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import openai
 import pytest
 
+from service.agent import Agent
+from tests.agent.support import FakeRetriever, make_agent
 from tests.fakes.openai_server import FakeOpenAI
+
+AgentFactory = Callable[..., Agent]
 
 
 @pytest.fixture
@@ -22,3 +26,24 @@ async def openai_client(fake_openai: FakeOpenAI) -> AsyncIterator[openai.AsyncOp
     client = openai.AsyncOpenAI(api_key="test-key", base_url=fake_openai.base_url, max_retries=0)
     async with client:
         yield client
+
+
+@pytest.fixture
+def retriever() -> FakeRetriever:
+    return FakeRetriever()
+
+
+@pytest.fixture
+async def build_agent(fake_openai: FakeOpenAI) -> AsyncIterator[AgentFactory]:
+    """build_agent(retriever, strategy=..., **settings): an Agent talking to the fake."""
+    clients: list[openai.AsyncOpenAI] = []
+
+    def build(retriever: FakeRetriever, **options: object) -> Agent:
+        agent, client = make_agent(fake_openai, retriever, **options)  # type: ignore[arg-type]
+        if client is not None:
+            clients.append(client)
+        return agent
+
+    yield build
+    for client in clients:
+        await client.close()

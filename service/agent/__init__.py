@@ -1,0 +1,39 @@
+"""The agent: answers a question from retrieved sources and streams the run as events.
+
+Public surface: :class:`Agent` and :class:`AgentRequest`, the events in
+:mod:`service.agent.events`, the :class:`ChatModel` protocol with its OpenAI implementation,
+and :func:`build_openai_client` for the server wiring.
+"""
+
+from service.agent.events import (
+    AgentEvent,
+    AnswerDelta,
+    Completed,
+    Heartbeat,
+    RunStarted,
+    SourcesFound,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from service.agent.model import ChatModel, OpenAIChatModel, build_openai_client
+from service.agent.orchestrator import Agent, StrategyName
+from service.agent.prompts import NO_ANSWER_MESSAGE
+from service.agent.run import AgentRequest
+
+__all__ = [
+    "NO_ANSWER_MESSAGE",
+    "Agent",
+    "AgentEvent",
+    "AgentRequest",
+    "AnswerDelta",
+    "ChatModel",
+    "Completed",
+    "Heartbeat",
+    "OpenAIChatModel",
+    "RunStarted",
+    "SourcesFound",
+    "StrategyName",
+    "ToolCallCompleted",
+    "ToolCallStarted",
+    "build_openai_client",
+]

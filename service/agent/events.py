@@ -1,0 +1,75 @@
+"""What a run reports as it happens; the servicer turns each event into an AskStreamResponse.
+
+Events are snapshots: a ToolCallRecord inside an event is a copy, so a consumer that reads it
+late never sees a later state of the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from service.domain import RunResult, Source, ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    request_id: str
+    session_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SourcesFound:
+    """Sources one retrieval found, best first, with the citation numbers the answer uses.
+
+    ``tool_call_id`` is empty for a retrieval the strategy ran itself.
+    """
+
+    tool_call_id: str
+    sources: list[Source]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallCompleted:
+    """A tool call ended: completed, failed (ERROR) or ran out of time (TIMEOUT)."""
+
+    call: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    """The next piece of the answer; never empty. All of them concatenated = the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Sent when the run has been silent for a heartbeat interval; phase: "model" or "tool"."""
+
+    elapsed_s: float
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """The last event of every run that did not fail."""
+
+    result: RunResult
+
+
+AgentEvent = (
+    RunStarted
+    | ToolCallStarted
+    | SourcesFound
+    | ToolCallCompleted
+    | AnswerDelta
+    | Heartbeat
+    | Completed
+)

@@ -1,0 +1,149 @@
+"""The Agent: runs one strategy per request and streams what happens as events.
+
+The strategy runs in a task of its own that puts events in a small queue; :meth:`Agent.run`
+hands them on and, whenever the queue stays silent for a heartbeat interval, says that the
+run is still alive. That task is owned by the generator: however the consumer stops reading
+(end of stream, ``aclose()``, cancellation), it is cancelled and awaited before the
+generator ends, which closes the model's HTTP stream with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from service.agent.agentic import run_agentic
+from service.agent.events import AgentEvent, Completed, Heartbeat, RunStarted
+from service.agent.extractive import run_extractive
+from service.agent.model import ChatModel
+from service.agent.retrieve_first import run_retrieve_first
+from service.agent.run import AgentRequest, Outcome, Run
+from service.config import Settings
+from service.domain import AnswerMode, Deadline, ResponseStatus
+from service.errors import ConfigurationError, DeadlineExceeded, ModelStalled
+from service.retrieval.base import Embedder, Retriever
+
+StrategyName = Literal["agentic", "retrieve_first", "extractive"]
+
+# Enough to keep the strategy busy while the consumer sends; small enough that a stalled
+# consumer stalls the run instead of letting it run ahead unboundedly.
+_QUEUE_SIZE = 16
+# A deadline this close is as good as gone: the timer that fired may run a hair early.
+_DEADLINE_SLACK_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    error: Exception
+
+
+class Agent:
+    """Answers questions with the configured strategy.
+
+    ``model`` is required by the agentic and retrieve_first strategies, ``embedder`` by
+    the extractive one; ``strategy`` overrides ``settings.effective_strategy``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        retriever: Retriever,
+        model: ChatModel | None = None,
+        embedder: Embedder | None = None,
+        strategy: StrategyName | None = None,
+    ) -> None:
+        self._strategy: StrategyName = strategy or settings.effective_strategy
+        if self._strategy != "extractive" and model is None:
+            raise ConfigurationError(f"the {self._strategy} strategy needs a chat model")
+        if self._strategy == "extractive" and embedder is None:
+            raise ConfigurationError("the extractive strategy needs an embedder")
+        self._retriever = retriever
+        self._model = model
+        self._embedder = embedder
+        self._threshold = settings.confidence_threshold
+        self._temperature = settings.llm_temperature
+        self._max_tool_rounds = settings.max_tool_rounds
+        self._heartbeat_interval = settings.heartbeat_interval
+        self._sentences = settings.extractive_sentences
+
+    @property
+    def strategy(self) -> StrategyName:
+        return self._strategy
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        """RunStarted, tool calls, answer deltas and Completed, with heartbeats between.
+
+        Raises the RagAgentError that ended a failed run (after the events before it).
+        """
+        queue: asyncio.Queue[AgentEvent | _Failure] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        run = Run(
+            request,
+            retriever=self._retriever,
+            threshold=self._threshold if request.threshold is None else request.threshold,
+            emit=queue.put,
+            strategy=self._strategy,
+            answer_mode=(
+                AnswerMode.EXTRACTIVE if self._strategy == "extractive" else AnswerMode.GENERATIVE
+            ),
+        )
+        yield RunStarted(request.request_id, request.session_id, run.created_at)
+        producer = asyncio.create_task(self._produce(run, queue), name="agent-run")
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._heartbeat_interval):
+                        item = await queue.get()
+                except TimeoutError:
+                    if producer.done():
+                        producer.result()  # re-raises whatever ended it unannounced
+                        raise RuntimeError("the agent run ended without a result") from None
+                    yield Heartbeat(run.elapsed(), run.phase)
+                    continue
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+                if isinstance(item, Completed):
+                    return
+        finally:
+            producer.cancel()
+            await asyncio.wait({producer})
+            if not producer.cancelled():
+                producer.exception()  # seen through the queue already; mark it retrieved
+
+    async def _produce(self, run: Run, queue: asyncio.Queue[AgentEvent | _Failure]) -> None:
+        try:
+            outcome = await self._run_strategy(run)
+        except DeadlineExceeded as exc:
+            if isinstance(exc, ModelStalled) or not _ran_out(run.deadline):
+                await queue.put(_Failure(exc))
+                return
+            # Out of time: what was produced so far is the answer.
+            await run.time_out_open_calls()
+            await run.end_answer()
+            outcome = Outcome(ResponseStatus.TIMEOUT, "timeout")
+        except Exception as exc:  # noqa: BLE001 (handed to the consumer, which raises it)
+            await queue.put(_Failure(exc))
+            return
+        await queue.put(Completed(run.result(outcome)))
+
+    async def _run_strategy(self, run: Run) -> Outcome:
+        temperature = run.request.temperature
+        if temperature is None:
+            temperature = self._temperature
+        if self._strategy == "extractive":
+            assert self._embedder is not None  # checked in __init__
+            return await run_extractive(run, self._embedder, sentences=self._sentences)
+        assert self._model is not None  # checked in __init__
+        if self._strategy == "retrieve_first":
+            return await run_retrieve_first(run, self._model, temperature=temperature)
+        return await run_agentic(
+            run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
+        )
+
+
+def _ran_out(deadline: Deadline) -> bool:
+    left = deadline.remaining()
+    return left is not None and left < _DEADLINE_SLACK_S

@@ -1,0 +1,142 @@
+"""Building blocks of the agent tests: a canned retriever, an agent wired to the fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import openai
+
+from service.agent import (
+    Agent,
+    AgentEvent,
+    AgentRequest,
+    AnswerDelta,
+    Completed,
+    Heartbeat,
+    OpenAIChatModel,
+)
+from service.agent.orchestrator import StrategyName
+from service.config import Settings
+from service.domain import Chunk, Deadline, ScoredChunk, SearchFilters
+from service.retrieval.base import Embedder
+from tests.fakes.openai_server import FakeOpenAI
+
+
+def chunk(name: str, text: str, *, title: str = "", heading: str = "", url: str = "") -> Chunk:
+    return Chunk(
+        chunk_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+        document_id=f"{name}.md",
+        text=text,
+        title=title or name.replace("-", " ").title(),
+        heading=heading,
+        url=url,
+    )
+
+
+@dataclass
+class SearchCall:
+    query: str
+    limit: int
+    threshold: float
+    filters: SearchFilters | None
+    deadline: Deadline | None
+
+
+@dataclass
+class FakeRetriever:
+    """Canned hits per exact query; unknown queries find nothing. Records every search."""
+
+    results: dict[str, list[ScoredChunk]] = field(default_factory=dict)
+    delays: dict[str, float] = field(default_factory=dict)
+    calls: list[SearchCall] = field(default_factory=list)
+    running: int = 0
+    most_running: int = 0
+
+    def add(self, query: str, *hits: tuple[Chunk, float]) -> None:
+        self.results[query] = [ScoredChunk(c, score) for c, score in hits]
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        self.calls.append(SearchCall(query, limit, threshold, filters, deadline))
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            await asyncio.sleep(self.delays.get(query, 0.0))
+        finally:
+            self.running -= 1
+        hits = [h for h in self.results.get(query, []) if h.score >= threshold]
+        return sorted(hits, key=lambda h: -h.score)[:limit]
+
+    @property
+    def queries(self) -> list[str]:
+        return [c.query for c in self.calls]
+
+
+def settings(**overrides: object) -> Settings:
+    """Settings for tests: quick to give up, no heartbeats unless a test asks for them."""
+    values: dict[str, object] = {
+        "llm_base_url": "http://127.0.0.1:9/v1",
+        "llm_model": "test-model",
+        "llm_max_retries": 0,
+        "llm_stream_idle_timeout": 5.0,
+        "heartbeat_interval": 30.0,
+        "confidence_threshold": 0.3,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def make_agent(
+    fake: FakeOpenAI | None,
+    retriever: FakeRetriever,
+    *,
+    strategy: StrategyName = "agentic",
+    embedder: Embedder | None = None,
+    **overrides: object,
+) -> tuple[Agent, openai.AsyncOpenAI | None]:
+    """The agent over a real AsyncOpenAI client pointed at the fake (close the client)."""
+    config = settings(**overrides)
+    client = None
+    model = None
+    if fake is not None:
+        client = openai.AsyncOpenAI(
+            api_key="test-key", base_url=fake.base_url, max_retries=config.llm_max_retries
+        )
+        model = OpenAIChatModel.from_settings(client, config)
+    agent = Agent(config, retriever=retriever, model=model, embedder=embedder, strategy=strategy)
+    return agent, client
+
+
+async def collect(events: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
+    return [event async for event in events]
+
+
+def kinds(events: Sequence[AgentEvent], *, heartbeats: bool = False) -> list[str]:
+    return [type(e).__name__ for e in events if heartbeats or not isinstance(e, Heartbeat)]
+
+
+def request(query: str, **fields: object) -> AgentRequest:
+    values: dict[str, object] = {"request_id": "req-1", "session_id": "sess-1"}
+    values.update(fields)
+    return AgentRequest(query, **values)  # type: ignore[arg-type]
+
+
+def completed(events: Sequence[AgentEvent]) -> Completed:
+    """The last event, which must be Completed."""
+    last = events[-1]
+    assert isinstance(last, Completed), f"the run ended with {last!r}"
+    return last
+
+
+def answer_text(events: Sequence[AgentEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, AnswerDelta))

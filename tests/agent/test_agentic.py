@@ -1,0 +1,352 @@
+"""The agentic strategy, end to end: real openai client, scripted server, canned retriever."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from service.agent import (
+    NO_ANSWER_MESSAGE,
+    SourcesFound,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from service.agent.tools import RETRIEVAL_TOOL
+from service.domain import (
+    AnswerMode,
+    ConversationTurn,
+    ResponseStatus,
+    SearchFilters,
+    ToolCallStatus,
+)
+from tests.agent.conftest import AgentFactory
+from tests.agent.support import (
+    FakeRetriever,
+    answer_text,
+    chunk,
+    collect,
+    completed,
+    kinds,
+    request,
+)
+from tests.fakes.openai_server import ChatReply, FakeOpenAI, ToolCallScript
+
+QUESTION = "What is a URDF link?"
+LINK = chunk("urdf-link", "A link is a rigid body with inertia, visual and collision elements.")
+INERTIA = chunk("urdf-inertia", "Inertia is given as a 3x3 rotational inertia matrix.")
+JOINT = chunk("urdf-joint", "A joint connects two links and defines how they move.")
+
+
+def call(query: str, *, top_k: int | None = None, id: str = "call_1") -> ToolCallScript:
+    arguments: dict[str, object] = {"query": query}
+    if top_k is not None:
+        arguments["top_k"] = top_k
+    return ToolCallScript("qdrant_retrieval", json.dumps(arguments), id=id)
+
+
+async def test_tool_loop_from_question_to_cited_answer(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.82), (JOINT, 0.5))
+    retriever.add("URDF link definition", (LINK, 0.9), (INERTIA, 0.6), (JOINT, 0.4))
+    fake_openai.script_chat(
+        ChatReply.calls(call("URDF link definition", top_k=3)),
+        ChatReply.text("A link is a rigid body [1]. Its inertia is a matrix [2].", pieces=7),
+    )
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    assert kinds(events) == [
+        "RunStarted",
+        "ToolCallStarted",
+        "SourcesFound",
+        "ToolCallCompleted",
+        *["AnswerDelta"] * (len(events) - 5),
+        "Completed",
+    ]
+    # The pre-check searches the question itself; the tool searches what the model asked.
+    assert retriever.queries == [QUESTION, "URDF link definition"]
+    assert retriever.calls[1].limit == 3
+
+    started, found, ended = events[1], events[2], events[3]
+    assert isinstance(started, ToolCallStarted)
+    assert started.call.status is ToolCallStatus.EXECUTING
+    assert started.call.arguments == {"query": "URDF link definition", "top_k": 3}
+    assert isinstance(found, SourcesFound)
+    assert found.tool_call_id == "call_1"
+    assert [(s.hit.chunk, s.citation) for s in found.sources] == [
+        (LINK, 1),
+        (INERTIA, 2),
+        (JOINT, 3),
+    ]
+    assert isinstance(ended, ToolCallCompleted)
+    assert ended.call.status is ToolCallStatus.COMPLETED
+    assert ended.call.result is not None
+    assert ended.call.result["hits"] == 3
+    assert ended.call.duration_s is not None
+
+    result = completed(events).result
+    assert result.answer == "A link is a rigid body [1]. Its inertia is a matrix [2]."
+    assert answer_text(events) == result.answer
+    assert [(s.hit.chunk, s.citation) for s in result.sources] == [
+        (LINK, 1),
+        (INERTIA, 2),
+        (JOINT, 0),  # retrieved, not cited: last, without a number
+    ]
+    assert result.confidence == pytest.approx(0.6 * 0.9 + 0.4 * (0.9 + 0.6) / 2)
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.finish_reason == "stop"
+    assert result.usage.prompt_tokens == 22
+    assert result.usage.completion_tokens == 14
+    assert (result.model, result.strategy) == ("fake-model", "agentic")
+    assert result.answer_mode is AnswerMode.GENERATIVE
+    assert (result.request_id, result.session_id) == ("req-1", "sess-1")
+    assert [c.id for c in result.tool_calls] == ["call_1"]
+    assert result.timings.time_to_first_token_s is not None
+    assert 0 < result.timings.retrieval_s <= result.timings.total_s
+    assert result.timings.time_to_first_token_s <= result.timings.total_s
+
+
+async def test_what_the_model_is_sent(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    retriever.add("links", (LINK, 0.8))
+    fake_openai.script_chat(ChatReply.calls(call("links")), ChatReply.text("Rigid [1]."))
+    agent = build_agent(retriever)
+
+    await collect(agent.run(request(QUESTION, temperature=0.7)))
+
+    first, second = fake_openai.chat_requests
+    assert first.body["model"] == "test-model"
+    assert first.body["stream"] is True
+    assert first.body["stream_options"] == {"include_usage": True}
+    assert first.body["temperature"] == 0.7
+    assert first.body["tools"] == [RETRIEVAL_TOOL]
+    assert [m["role"] for m in first.messages] == ["system", "user"]
+    assert "[1]" in first.messages[0]["content"], "the prompt asks for [n] citations"
+    assert first.messages[1]["content"] == QUESTION
+
+    assistant, tool = second.messages[2], second.messages[3]
+    # Some local servers reject null content next to tool calls.
+    assert assistant["content"] == ""
+    assert assistant["tool_calls"] == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "qdrant_retrieval", "arguments": '{"query": "links"}'},
+        }
+    ]
+    assert tool["role"] == "tool"
+    assert tool["tool_call_id"] == "call_1"
+    assert tool["content"].startswith("[1] Urdf Link")
+    assert LINK.text in tool["content"]
+
+
+def test_the_retrieval_tool_schema() -> None:
+    function = RETRIEVAL_TOOL["function"]
+    assert RETRIEVAL_TOOL["type"] == "function"
+    assert function["name"] == "qdrant_retrieval"
+    assert len(function["description"]) > 80
+    parameters = function["parameters"]
+    assert parameters["required"] == ["query"]
+    assert parameters["properties"]["query"]["type"] == "string"
+    top_k = parameters["properties"]["top_k"]
+    assert (top_k["type"], top_k["default"], top_k["minimum"], top_k["maximum"]) == (
+        "integer",
+        5,
+        1,
+        10,
+    )
+
+
+async def test_two_calls_in_one_turn_run_concurrently_and_share_numbering(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    retriever.add("links", (LINK, 0.9), (INERTIA, 0.5))
+    retriever.add("joints", (JOINT, 0.7), (LINK, 0.6))
+    retriever.delays.update({"links": 0.3, "joints": 0.3})
+    fake_openai.script_chat(
+        ChatReply.calls(call("links", id="call_a"), call("joints", id="call_b")),
+        ChatReply.text("Links [1] and joints [3]."),
+    )
+    agent = build_agent(retriever)
+
+    began = time.monotonic()
+    events = await collect(agent.run(request(QUESTION)))
+    took = time.monotonic() - began
+
+    assert retriever.most_running == 2
+    assert took < 0.55, "two 0.3 s searches ran side by side"
+    tool_events = [k for k in kinds(events) if k.startswith(("Tool", "Sources"))]
+    assert tool_events[:2] == ["ToolCallStarted", "ToolCallStarted"]
+    assert sorted(tool_events[2:]) == sorted(["SourcesFound", "ToolCallCompleted"] * 2)
+
+    result = completed(events).result
+    numbers = {s.hit.chunk.chunk_id: s.citation for s in result.sources}
+    assert len(result.sources) == 3, "the link found twice is one source"
+    assert numbers[JOINT.chunk_id] == 3
+    assert result.answer == "Links [1] and joints [3]."
+    # The model reads one result per call, in the order of its calls.
+    tool_messages = [m for m in fake_openai.chat_requests[1].messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_a", "call_b"]
+
+
+async def test_bad_arguments_become_errors_the_model_reads(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    retriever.add("links", (LINK, 0.8))
+    fake_openai.script_chat(
+        ChatReply.calls(
+            ToolCallScript("qdrant_retrieval", '{"query": "links", "top_k": 50}', id="c1"),
+            ToolCallScript("qdrant_retrieval", "{query: links", id="c2"),
+            ToolCallScript("qdrant_retrieval", '{"top_k": 2}', id="c3"),
+            ToolCallScript("web_search", '{"query": "links"}', id="c4"),
+        ),
+        ChatReply.calls(call("links", id="c5")),
+        ChatReply.text("Rigid bodies [1]."),
+    )
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    result = completed(events).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.answer == "Rigid bodies [1]."
+    statuses = [(c.id, c.status) for c in result.tool_calls]
+    assert statuses == [
+        ("c1", ToolCallStatus.ERROR),
+        ("c2", ToolCallStatus.ERROR),
+        ("c3", ToolCallStatus.ERROR),
+        ("c4", ToolCallStatus.ERROR),
+        ("c5", ToolCallStatus.COMPLETED),
+    ]
+    c1, c2, c3, c4, _ = result.tool_calls
+    assert "between 1 and 10" in c1.error
+    assert c2.arguments == {"raw": "{query: links"}
+    assert "not valid JSON" in c2.error
+    assert "'query' is required" in c3.error
+    assert "unknown tool 'web_search'" in c4.error
+    assert retriever.queries == [QUESTION, "links"], "no bad call reached the store"
+    errors = [m["content"] for m in fake_openai.chat_requests[1].messages if m["role"] == "tool"]
+    assert len(errors) == 4
+    assert all(text.startswith("Error:") for text in errors)
+    failed = [e for e in events if isinstance(e, ToolCallCompleted)][:4]
+    assert all(e.call.status is ToolCallStatus.ERROR for e in failed)
+
+
+async def test_nothing_relevant_means_no_answer_and_no_model_call(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request("How do I bake bread?", threshold=0.5)))
+
+    assert fake_openai.chat_requests == []
+    assert retriever.calls[0].threshold == 0.5
+    assert kinds(events) == ["RunStarted", "AnswerDelta", "Completed"]
+    result = completed(events).result
+    assert result.status is ResponseStatus.NO_ANSWER
+    assert result.answer == NO_ANSWER_MESSAGE == answer_text(events)
+    assert result.finish_reason == "no_answer"
+    assert (result.sources, result.confidence, result.tool_calls) == ([], 0.0, [])
+    assert result.usage.total_tokens == 0
+
+
+async def test_searching_in_vain_gives_no_answer_instead_of_the_models_guess(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.4))
+    fake_openai.script_chat(
+        ChatReply.calls(call("something unrelated")),
+        ChatReply.text("I believe a link is a chain element."),
+    )
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    result = completed(events).result
+    assert result.status is ResponseStatus.NO_ANSWER
+    assert result.answer == NO_ANSWER_MESSAGE == answer_text(events)
+    assert "chain" not in answer_text(events)
+    assert [c.status for c in result.tool_calls] == [ToolCallStatus.COMPLETED]
+
+
+async def test_an_answer_without_searching_has_no_sources(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    fake_openai.script_chat(ChatReply.text("Links are parts of a robot [1]."))
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    result = completed(events).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.answer == "Links are parts of a robot."  # nothing to cite
+    assert (result.sources, result.confidence, result.tool_calls) == ([], 0.0, [])
+
+
+async def test_tool_rounds_are_limited(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    retriever.add("links", (LINK, 0.8))
+    fake_openai.script_chat(
+        ChatReply.calls(call("links", id="r1")),
+        ChatReply.calls(call("links", id="r2")),
+        ChatReply(deltas=["So far: links [1]."], tool_calls=[call("links", id="r3")]),
+    )
+    agent = build_agent(retriever, max_tool_rounds=2)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    result = completed(events).result
+    assert result.finish_reason == "max_tool_rounds"
+    assert result.answer == "So far: links [1]."
+    assert [c.id for c in result.tool_calls] == ["r1", "r2"], "the third call never ran"
+    last = fake_openai.chat_requests[-1]
+    assert last.body["tool_choice"] == "none"
+    assert "tool_choice" not in fake_openai.chat_requests[0].body
+
+
+async def test_earlier_turns_are_sent_before_the_question(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add("And its sensors?", (LINK, 0.8))
+    fake_openai.script_chat(ChatReply.text("Cameras."))
+    history = [
+        ConversationTurn("What is a humanoid?", "A robot shaped like a human [1]."),
+        ConversationTurn("What are its joints?", "Hips and knees [2][3]."),
+    ]
+    agent = build_agent(retriever)
+
+    await collect(agent.run(request("And its sensors?", history=history)))
+
+    messages = fake_openai.chat_requests[0].messages
+    assert [(m["role"], m["content"]) for m in messages[1:]] == [
+        ("user", "What is a humanoid?"),
+        # Old citation numbers would mean other sources in this run.
+        ("assistant", "A robot shaped like a human."),
+        ("user", "What are its joints?"),
+        ("assistant", "Hips and knees."),
+        ("user", "And its sensors?"),
+    ]
+
+
+async def test_request_options_reach_the_store(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    filters = SearchFilters(module="module-01")
+    agent = build_agent(retriever, confidence_threshold=0.42)
+
+    await collect(agent.run(request(QUESTION, filters=filters, max_results=7)))
+
+    [search] = retriever.calls
+    assert (search.filters, search.threshold, search.limit) == (filters, 0.42, 7)
+    assert search.deadline is not None
