@@ -6,23 +6,15 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from service.sessions import SessionStore
-from tests.sessions.support import FakeClock, OpenStore
+from tests.sessions.support import Database, FakeClock, OpenStore
 
 POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-@dataclass(frozen=True)
-class Database:
-    backend: str
-    url: str
-    connect_args: dict[str, Any] = field(default_factory=dict)
 
 
 async def _postgres_schema() -> AsyncIterator[Database]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -24,6 +24,15 @@ from service.sessions import SessionStore
 from service.sessions import schema as tables
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where a test's stores live: ``backend`` is "sqlite" or "postgres"."""
+
+    backend: str
+    url: str
+    connect_args: dict[str, Any] = field(default_factory=dict)
 
 
 class OpenStore(Protocol):
