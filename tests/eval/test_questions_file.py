@@ -1,0 +1,64 @@
+"""The evaluation questions are well-formed, cover the whole book, and point at real pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.evaluation import EvalQuestion, load_questions
+
+QUESTIONS = Path(__file__).with_name("questions.jsonl")
+MODULES = (
+    "module-01-foundations",
+    "module-02-digital-twin",
+    "module-03-ai-robot-brain",
+    "module-04-vision-language-action",
+)
+
+
+@pytest.fixture(scope="module")
+def questions() -> list[EvalQuestion]:
+    return load_questions(QUESTIONS)  # raises, naming the line, on any malformed entry
+
+
+def test_enough_questions(questions: list[EvalQuestion]) -> None:
+    assert len(questions) >= 40
+    assert sum(not q.answerable for q in questions) >= 5
+
+
+def test_unanswerable_questions_have_no_keywords(questions: list[EvalQuestion]) -> None:
+    for question in questions:
+        if not question.answerable:
+            assert question.answer_keywords == (), question.id
+
+
+def test_keywords_are_short(questions: list[EvalQuestion]) -> None:
+    for question in questions:
+        assert len(question.answer_keywords) <= 3, question.id
+        assert all(len(k.split()) <= 4 for k in question.answer_keywords), question.id
+
+
+def test_paths_are_relative_markdown_paths(questions: list[EvalQuestion]) -> None:
+    for question in questions:
+        for path in question.expected_paths:
+            assert not path.startswith("/"), path
+            assert "\\" not in path, path
+            assert path.endswith((".md", ".mdx")), path
+        assert len(set(question.expected_paths)) == len(question.expected_paths), question.id
+
+
+def test_every_part_of_the_book_is_covered(questions: list[EvalQuestion]) -> None:
+    paths = [p for q in questions for p in q.expected_paths]
+    for module in MODULES:
+        assert any(p.startswith(module + "/") for p in paths), module
+    assert any(p.startswith("appendix/") for p in paths)
+    assert any(p in ("intro.md", "00-introduction/INTRODUCTION.md") for p in paths)
+
+
+@pytest.mark.corpus
+def test_expected_paths_exist(questions: list[EvalQuestion], shared_corpus: Path) -> None:
+    missing = [
+        (q.id, p) for q in questions for p in q.expected_paths if not (shared_corpus / p).is_file()
+    ]
+    assert missing == []
