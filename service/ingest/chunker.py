@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from service.ingest.markdown import Block, ParsedDocument, Section
+from service.ingest.document import Block, ParsedDocument, Section
 
 CountTokens = Callable[[str], int]
 

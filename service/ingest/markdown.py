@@ -8,10 +8,9 @@ front matter is reported, as a :class:`FrontMatterError` or (leniently) a warnin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Literal
 
-from service.ingest import mdx
+from service.ingest import inline, mdx
+from service.ingest.document import Block, ParsedDocument, Section
 from service.ingest.frontmatter import FrontMatter, FrontMatterError, split_front_matter
 
 __all__ = [
@@ -26,8 +25,6 @@ __all__ = [
 # Bump when parsing changes what text a page yields, so that every document is re-indexed.
 PARSER_VERSION = "1"
 
-BlockKind = Literal["paragraph", "code", "table"]
-
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _ADMONITION = re.compile(r"^ {0,3}:{3,}[ \t]*([A-Za-z][\w-]*)(?:\[(.*)\]|[ \t]+(.*))?$")
@@ -40,44 +37,6 @@ _HEADING_ID = re.compile(r"\s*\{#[\w-]+\}\s*$")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__|\*|_)(\S(?:.*?\S)?)\1")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """A paragraph (list items included), a fenced code block, or a table as text rows."""
-
-    kind: BlockKind
-    text: str
-    language: str = ""
-
-    def render(self) -> str:
-        """The block as it is shown to readers: code keeps its fences and language."""
-        if self.kind == "code":
-            return f"```{self.language}\n{self.text}\n```"
-        return self.text
-
-
-@dataclass(slots=True)
-class Section:
-    """The blocks under one heading; ``path`` lists the headings below the title, outermost
-    first (empty for the text before the first heading)."""
-
-    path: tuple[str, ...]
-    level: int
-    blocks: list[Block] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedDocument:
-    """One page: its metadata and its sections in reading order."""
-
-    title: str
-    sections: tuple[Section, ...]
-    description: str = ""
-    slug: str | None = None
-    sidebar_position: float | None = None
-    tags: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
 
 
 def parse_markdown(text: str, path: str = "", *, strict: bool = False) -> ParsedDocument:
@@ -131,7 +90,7 @@ def _line(text: str, pos: int) -> str:
 
 def clean_heading(text: str) -> str:
     """Heading text without ids, links, emphasis or markup."""
-    text = mdx.clean_inline(_HEADING_ID.sub("", text))
+    text = inline.clean_inline(_HEADING_ID.sub("", text))
     text = _LINK.sub(r"\1", text)
     text = _EMPHASIS.sub(r"\2", text)
     return " ".join(text.replace("`", "").split())
@@ -158,7 +117,7 @@ class _Parser:
 
     def _flush(self) -> None:
         if self._paragraph:
-            cleaned = mdx.clean_inline("\n".join(self._paragraph)).strip("\n")
+            cleaned = inline.clean_inline("\n".join(self._paragraph)).strip("\n")
             self._paragraph = []
             if cleaned.strip():
                 self._emit(Block("paragraph", cleaned))
@@ -327,7 +286,7 @@ class _Parser:
                 cells = cells[1:]
             if cells and not cells[-1]:
                 cells = cells[:-1]
-            rows.append(" | ".join(mdx.clean_inline(c.replace("\\|", "|")) for c in cells))
+            rows.append(" | ".join(inline.clean_inline(c.replace("\\|", "|")) for c in cells))
         if rows:
             self._emit(Block("table", "\n".join(rows)))
         return min(pos, len(text))
