@@ -45,10 +45,9 @@ class CitationFilter:
 
     def finish(self) -> str:
         """The held text once the answer has ended; an unclosed citation is dropped."""
-        if self._open is not None:
-            self._open = None
-            self._spaces = ""
-        held, self._spaces = self._spaces, ""
+        if self._open is not None or self._after_drop:
+            self._spaces = ""  # nothing follows the gap a dropped citation left
+        held, self._spaces, self._open = self._spaces, "", None
         return held
 
     def _step(self, char: str, out: list[str]) -> None:

@@ -97,6 +97,8 @@ class Agent:
                     async with asyncio.timeout(self._heartbeat_interval):
                         item = await queue.get()
                 except TimeoutError:
+                    if not queue.empty():
+                        continue  # the timer and the event came in the same loop iteration
                     if producer.done():
                         producer.result()  # re-raises whatever ended it unannounced
                         raise RuntimeError("the agent run ended without a result") from None

@@ -171,13 +171,13 @@ async def test_delays_the_first_byte(
 async def test_stalls_mid_stream(
     fake_openai: FakeOpenAI, openai_client: openai.AsyncOpenAI
 ) -> None:
-    fake_openai.script_chat(ChatReply(deltas=["a", "b", "c"], stall_after=2, stall_for=0.3))
+    fake_openai.script_chat(ChatReply(deltas=["a", "b", "c"], stall_after=2, stall_for=0.4))
     stream = await openai_client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
     arrivals = []
     async for _ in stream:
         arrivals.append(time.monotonic())
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    assert max(gaps) >= 0.3
+    assert max(gaps) >= 0.3  # a little less than the stall: the previous read may be late
     assert gaps.index(max(gaps)) == 1, "the pause comes after the second event"
 
 

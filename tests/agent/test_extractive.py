@@ -1,0 +1,166 @@
+"""The extractive strategy: quoted sentences chosen with the real local embedding model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.agent import AgentRequest
+from service.agent.extractive import choose, split_sentences
+from service.domain import AnswerMode, ResponseStatus
+from service.retrieval.base import Embedder
+from tests.agent.support import (
+    FakeRetriever,
+    answer_text,
+    chunk,
+    collect,
+    completed,
+    make_agent,
+    request,
+)
+
+MODEL_DIR = Path.home() / ".cache/ragagent/models/all-MiniLM-L6-v2-int8"
+_LOADED: list[Embedder] = []
+
+QUESTION = "What does a URDF link describe?"
+LINK_DOC = chunk(
+    "links",
+    """# Links
+
+A link in URDF describes one rigid body of the robot with its inertial, visual and
+collision properties.
+
+```xml
+<link name="base_link">
+  <inertial><mass value="1.0"/></inertial>
+</link>
+```
+
+## Visual and collision
+
+The visual element defines how the link looks in simulation and visualisation tools [3].
+The collision element defines the simpler geometry that the physics engine uses for contacts.
+See **below**.
+""",
+)
+JOINT_DOC = chunk(
+    "joints",
+    "A joint connects a parent link to a child link and defines how the child moves. "
+    "Revolute joints rotate around an axis within limits, while prismatic joints slide.\n\n"
+    "- A fixed joint rigidly attaches one link to another link without any motion.\n",
+)
+COPY_DOC = chunk(
+    "copy",
+    "A link in URDF describes one rigid body of the robot with its inertial, visual and "
+    "collision properties.",
+)
+LAUNCH_DOC = chunk(
+    "launch", "ROS 2 launch files start several nodes at once and are written in Python."
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    if not _LOADED:
+        try:
+            from service.retrieval.embedders import FastEmbedEmbedder
+        except ImportError as exc:
+            pytest.skip(f"the fastembed embedder cannot be imported: {exc}")
+        if not (MODEL_DIR / "model.onnx").is_file():
+            pytest.skip(f"embedding model not provisioned in {MODEL_DIR}: run `make setup`")
+        _LOADED.append(
+            FastEmbedEmbedder(
+                MODEL_DIR, model_name="sentence-transformers/all-MiniLM-L6-v2", threads=2
+            )
+        )
+    return _LOADED[0]
+
+
+def store() -> FakeRetriever:
+    retriever = FakeRetriever()
+    retriever.add(QUESTION, (LINK_DOC, 0.8), (JOINT_DOC, 0.6), (COPY_DOC, 0.55), (LAUNCH_DOC, 0.35))
+    return retriever
+
+
+async def answer(embedder: Embedder, query: AgentRequest, sentences: int = 3) -> list[object]:
+    agent, _ = make_agent(
+        None, store(), strategy="extractive", embedder=embedder, extractive_sentences=sentences
+    )
+    return list(await collect(agent.run(query)))
+
+
+async def test_quotes_the_most_relevant_sentences_with_citations(embedder: Embedder) -> None:
+    events = await answer(embedder, request(QUESTION))
+
+    result = completed(events).result  # type: ignore[arg-type]
+    assert result.status is ResponseStatus.SUCCESS
+    assert (result.finish_reason, result.strategy) == ("extractive", "extractive")
+    assert result.answer_mode is AnswerMode.EXTRACTIVE
+    assert result.model == embedder.model_name
+    assert result.usage.total_tokens == 0
+    assert result.answer == answer_text(events)  # type: ignore[arg-type]
+    assert result.answer.startswith(
+        "A link in URDF describes one rigid body of the robot with its inertial, visual and "
+        "collision properties."
+    )
+    quoted = re.findall(r"[^.]+\.", re.sub(r"\s*\[\d+\]", "", result.answer))
+    assert 1 <= len(quoted) <= 3
+    assert result.answer.count("A link in URDF describes") == 1, "no near-duplicates"
+    for forbidden in ("<link", "# Links", "```", "See below", "[3]", "**"):
+        assert forbidden not in result.answer
+    cited = sorted(set(map(int, re.findall(r"\[(\d+)\]", result.answer))))
+    assert cited == [s.citation for s in result.sources if s.citation]
+    assert result.sources[0].hit.chunk == LINK_DOC
+    assert result.sources[0].citation == 1
+    assert result.confidence > 0
+
+
+async def test_is_deterministic(embedder: Embedder) -> None:
+    first = completed(await answer(embedder, request(QUESTION))).result  # type: ignore[arg-type]
+    second = completed(await answer(embedder, request(QUESTION))).result  # type: ignore[arg-type]
+    assert first.answer == second.answer
+
+
+async def test_paragraphs_follow_the_sources_in_order(embedder: Embedder) -> None:
+    events = await answer(embedder, request(QUESTION), sentences=5)
+
+    result = completed(events).result  # type: ignore[arg-type]
+    paragraphs = result.answer.split("\n\n")
+    numbers = [int(re.findall(r"\[(\d+)\]$", p)[0]) for p in paragraphs]
+    assert numbers == sorted(numbers)
+    assert len(numbers) == len(set(numbers)), "one paragraph per source, citing it at its end"
+
+
+async def test_nothing_found_is_no_answer(embedder: Embedder) -> None:
+    events = await answer(embedder, request("How do I bake bread?"))
+    assert completed(events).result.status is ResponseStatus.NO_ANSWER  # type: ignore[arg-type]
+
+
+def test_splits_prose_and_skips_code_headings_and_tables() -> None:
+    text = (
+        "# Title\n\nFirst sentence here. Second one [4] with a [link](http://x).\n"
+        "| a | b |\n|---|---|\n\n```python\nprint('x. Y.')\n```\n"
+        "- Item one is a bullet\n1. Numbered item\n<div>html</div>\n"
+    )
+    assert split_sentences(text) == [
+        "First sentence here.",
+        "Second one with a link.",
+        "Item one is a bullet",
+        "Numbered item",
+    ]
+
+
+def test_choice_prefers_relevance_but_skips_near_duplicates() -> None:
+    query = np.array([1.0, 0.0, 0.0])
+    vectors = np.array(
+        [
+            [0.9, 0.436, 0.0],
+            [0.9, 0.436, 0.0],  # the same sentence again
+            [0.8, 0.0, 0.6],
+            [0.1, 0.995, 0.0],  # barely relevant
+        ]
+    )
+    assert choose(query, vectors, 3) == [0, 2]
