@@ -2,7 +2,9 @@
 
 SQLite needs care to behave like a server database under asyncio:
 
-- WAL journal, so readers never wait for the writer;
+- WAL journal, so readers never wait for the writer. The mode is a property of the file,
+  set once at start-up (:func:`prepare`): switching it needs a lock that SQLite will not
+  wait for, so concurrent first connections retry instead of failing;
 - the driver's own transaction handling is switched off and we emit BEGIN ourselves, so
   that DDL runs inside transactions (migrations are all-or-nothing) and so that writers
   can ask for ``BEGIN IMMEDIATE``: a deferred transaction that reads and then writes fails
@@ -15,6 +17,7 @@ Errors that mean "the database is not there right now" become
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -39,8 +42,10 @@ log = get_logger("ragagent.sessions")
 
 SQLITE_FILE = "sessions.db"
 _IMMEDIATE = "ragagent_immediate"
+_NO_BEGIN = "ragagent_no_begin"
 _BUSY_TIMEOUT_S = 10.0
 _CONNECT_TIMEOUT_S = 10.0
+_WAL_ATTEMPTS = 40
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -87,7 +92,6 @@ def _prepare_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN (see the module docstring)
         cursor = dbapi_connection.cursor()
         for pragma in (
-            "PRAGMA journal_mode=WAL",
             "PRAGMA synchronous=NORMAL",  # durable at each checkpoint; WAL keeps it consistent
             "PRAGMA foreign_keys=ON",
             f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}",
@@ -97,8 +101,33 @@ def _prepare_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        immediate = connection.get_execution_options().get(_IMMEDIATE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = connection.get_execution_options()
+        if options.get(_NO_BEGIN, False):
+            return
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(_IMMEDIATE, False) else "BEGIN")
+
+
+async def prepare(engine: AsyncEngine) -> None:
+    """Puts a SQLite file in WAL mode (a no-op elsewhere, and once the file is in WAL)."""
+    if engine.dialect.name != "sqlite":
+        return
+    delay = 0.01
+    for _ in range(_WAL_ATTEMPTS):
+        try:
+            async with engine.connect() as connection:
+                # The journal mode cannot change inside a transaction: no BEGIN for this one.
+                bare = await connection.execution_options(**{_NO_BEGIN: True})
+                mode = (await bare.exec_driver_sql("PRAGMA journal_mode=WAL")).scalar()
+        except OperationalError as error:
+            if "locked" not in str(error).lower():
+                raise
+        else:
+            if str(mode).lower() != "wal":
+                raise ConfigurationError(f"the session database refused WAL mode ({mode})")
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    raise DatabaseUnavailable("the session database stayed locked while opening it")
 
 
 def writer(engine: AsyncEngine) -> AsyncEngine:

@@ -1,0 +1,252 @@
+"""The statements that change sessions: claim a session for a turn, end a turn, record its
+outcome, abandon stale turns, delete. Each runs inside the caller's transaction; the rules
+they implement are described in :mod:`service.sessions.store`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from service.domain import RunResult
+from service.errors import SessionBusy, SessionNotFound
+from service.sessions import reads
+from service.sessions import schema as t
+from service.sessions.codec import response_values, tool_call_values
+from service.sessions.records import RunStatus, SessionStatus, truncate
+from service.sessions.schema import AnyRow
+
+
+class Expired(Exception):
+    """The session exists but has expired (recorded as such, then reported as not found)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetimes:
+    """How long a session lives without use, and how long a turn may claim its session."""
+
+    ttl: timedelta
+    stale: timedelta
+
+    def in_use(self, row: AnyRow, now: datetime) -> bool:
+        return row.active_turn_id is not None and row.active_since > now - self.stale
+
+    def expired(self, row: AnyRow, now: datetime) -> bool:
+        # A running turn is use; expiry is final, whatever the clock does later.
+        if row.status == SessionStatus.EXPIRED:
+            return True
+        return not self.in_use(row, now) and row.last_accessed <= now - self.ttl
+
+    def expired_sql(self, now: datetime) -> ColumnElement[bool]:
+        """:meth:`expired` as a WHERE clause (the stored 'expired' rows are also idle)."""
+        s = t.sessions.c
+        idle = or_(s.active_turn_id.is_(None), s.active_since <= now - self.stale)
+        return and_(s.last_accessed <= now - self.ttl, idle)
+
+    def abandoned_reason(self) -> str:
+        return (
+            f"abandoned: no answer was recorded within {self.stale.total_seconds():g} s "
+            "(the server running it may have stopped)"
+        )
+
+
+async def create_session(
+    connection: AsyncConnection, sid: str, owner: str, turn_id: str, now: datetime
+) -> int:
+    """A new session already claimed by its first turn; returns that turn's number."""
+    await connection.execute(
+        insert(t.sessions).values(
+            id=sid,
+            owner=owner,
+            status=SessionStatus.NEW,
+            created_at=now,
+            last_accessed=now,
+            turn_count=1,
+            active_turn_id=turn_id,
+            active_since=now,
+        )
+    )
+    return 1
+
+
+async def claim_session(
+    connection: AsyncConnection,
+    sid: str,
+    owner: str,
+    turn_id: str,
+    now: datetime,
+    *,
+    lifetimes: Lifetimes,
+) -> int:
+    """Makes ``turn_id`` the session's active turn; returns its number in the session.
+
+    Raises SessionNotFound, Expired, or SessionBusy when the session has a live turn or
+    another request claimed it between our read and our compare-and-set.
+    """
+    row = await reads.session_row(connection, sid)
+    if row is None or row.owner != owner:
+        raise not_found(sid)
+    if lifetimes.in_use(row, now):
+        raise busy(sid)
+    if lifetimes.expired(row, now):
+        raise Expired
+    s = t.sessions.c
+    previous = row.active_turn_id
+    unchanged = s.active_turn_id.is_(None) if previous is None else s.active_turn_id == previous
+    seq = (
+        await connection.execute(
+            update(t.sessions)
+            .where(s.id == sid, unchanged)
+            .values(
+                active_turn_id=turn_id,
+                active_since=now,
+                last_accessed=now,
+                turn_count=s.turn_count + 1,
+            )
+            .returning(s.turn_count)
+        )
+    ).scalar_one_or_none()
+    if seq is None:
+        raise busy(sid)
+    if previous is not None:
+        # Taken over from a stale turn: fail it before ours is inserted (one active turn).
+        reason = lifetimes.abandoned_reason()
+        await end_turn(connection, previous, RunStatus.ERROR, reason, now, touch=False)
+    return int(seq)
+
+
+async def insert_turn(
+    connection: AsyncConnection,
+    *,
+    turn_id: str,
+    sid: str,
+    seq: int,
+    request_id: str,
+    question: str,
+    now: datetime,
+) -> None:
+    await connection.execute(
+        insert(t.turns).values(
+            id=turn_id,
+            session_id=sid,
+            seq=seq,
+            request_id=request_id[:128],
+            question=truncate(question),
+            status=RunStatus.ACTIVE,
+            created_at=now,
+        )
+    )
+
+
+async def end_turn(
+    connection: AsyncConnection,
+    turn_id: str,
+    status: RunStatus,
+    error: str,
+    now: datetime,
+    *,
+    touch: bool = True,
+) -> AnyRow | None:
+    """Moves an active turn to ``status`` and frees its session; None if it was not active
+    (already ended, or deleted). ``touch``: the end counts as use of the session, which an
+    abandoned turn does not."""
+    turn = (
+        await connection.execute(
+            update(t.turns)
+            .where(t.turns.c.id == turn_id, t.turns.c.status == RunStatus.ACTIVE)
+            .values(status=status, error=truncate(error), completed_at=now)
+            .returning(t.turns.c.session_id, t.turns.c.question, t.turns.c.created_at)
+        )
+    ).one_or_none()
+    if turn is not None:
+        freed: dict[str, Any] = {"active_turn_id": None, "active_since": None}
+        if touch:
+            freed["last_accessed"] = now
+        await connection.execute(
+            update(t.sessions)
+            .where(t.sessions.c.id == turn.session_id, t.sessions.c.active_turn_id == turn_id)
+            .values(freed)
+        )
+    return turn
+
+
+async def record_outcome(
+    connection: AsyncConnection,
+    turn: AnyRow,
+    turn_id: str,
+    result: RunResult,
+    *,
+    status: RunStatus,
+    now: datetime,
+) -> None:
+    """The messages, tool calls and response of a turn that :func:`end_turn` just ended."""
+    sid = turn.session_id
+    said = [{"role": "user", "content": turn.question, "created_at": turn.created_at}]
+    if result.answer:
+        said.append({"role": "assistant", "content": truncate(result.answer), "created_at": now})
+    await connection.execute(
+        insert(t.messages), [{**m, "session_id": sid, "turn_id": turn_id} for m in said]
+    )
+    if result.tool_calls:
+        await connection.execute(
+            insert(t.tool_calls),
+            [
+                tool_call_values(call, position=i, session_id=sid, turn_id=turn_id, now=now)
+                for i, call in enumerate(result.tool_calls)
+            ],
+        )
+    await connection.execute(
+        insert(t.responses).values(
+            response_values(result, session_id=sid, turn_id=turn_id, now=now)
+        )
+    )
+    if status == RunStatus.COMPLETED:
+        await connection.execute(
+            update(t.sessions)
+            .where(t.sessions.c.id == sid, t.sessions.c.status == SessionStatus.NEW)
+            .values(status=SessionStatus.ACTIVE)
+        )
+
+
+async def abandon_turns(
+    connection: AsyncConnection, now: datetime, reason: str, *, since_before: datetime | None
+) -> None:
+    """Fails the active turns (only those begun before ``since_before``, if given)."""
+    query = select(t.sessions.c.active_turn_id).where(t.sessions.c.active_turn_id.is_not(None))
+    if since_before is not None:
+        query = query.where(t.sessions.c.active_since <= since_before)
+    for turn_id in (await connection.execute(query)).scalars().all():
+        await end_turn(connection, turn_id, RunStatus.ERROR, reason, now, touch=False)
+
+
+async def mark_expired(connection: AsyncConnection, sid: str) -> None:
+    await connection.execute(
+        update(t.sessions).where(t.sessions.c.id == sid).values(status=SessionStatus.EXPIRED)
+    )
+
+
+async def delete_sessions(connection: AsyncConnection, ids: list[str]) -> None:
+    if not ids:
+        return
+    # Children first: correct with or without foreign keys enforced (SQLite needs a pragma).
+    for table in (t.responses, t.tool_calls, t.messages, t.turns):
+        await connection.execute(delete(table).where(table.c.session_id.in_(ids)))
+    await connection.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids)))
+
+
+def not_found(session_id: str) -> SessionNotFound:
+    return SessionNotFound(
+        "session",
+        session_id,
+        f"session {session_id!r} does not exist, has expired, or is not yours",
+    )
+
+
+def busy(session_id: str) -> SessionBusy:
+    return SessionBusy(
+        f"session {session_id!r} is answering another question; retry when it is done",
+        metadata={"session_id": session_id},
+    )
