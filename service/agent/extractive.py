@@ -48,6 +48,7 @@ class _Candidate:
 
 async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Outcome:
     request = run.request
+    run.model_name = embedder.model_name
     query = retrieval_query(request.query, request.history)
     sources = await run.search(query, request.max_results)
     await run.report_sources("", sources)

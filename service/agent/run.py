@@ -201,6 +201,7 @@ class Run:
     ) -> Turn:
         """Streams one turn into the answer, unless ``hold``: then nothing is written."""
         self.phase = "model"
+        self.model_name = self.model_name or model.name  # until the endpoint names itself
         text: list[str] = []
         stream = model.stream(
             messages,

@@ -13,17 +13,36 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
 import json
-import math
-import re
 import struct
 import time
-import uuid
 from collections import deque
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+
+from tests.fakes.openai_script import (
+    ChatReply,
+    ErrorReply,
+    RecordedRequest,
+    Reply,
+    ToolCallScript,
+    chat_events,
+    completion,
+    error_body,
+    hashed_embedding,
+)
+
+__all__ = [
+    "CHAT_PATH",
+    "EMBEDDINGS_PATH",
+    "ChatReply",
+    "ErrorReply",
+    "FakeOpenAI",
+    "RecordedRequest",
+    "Reply",
+    "ToolCallScript",
+    "hashed_embedding",
+]
 
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -39,81 +58,6 @@ _REASONS = {
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
-
-
-@dataclass(frozen=True)
-class ToolCallScript:
-    """A function call the scripted model makes; ``arguments`` is raw text, valid or not."""
-
-    name: str
-    arguments: str
-    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
-
-
-@dataclass
-class ChatReply:
-    """One scripted chat completion, optionally with faults.
-
-    Fault positions count server-sent events written so far (the first event is the
-    assistant-role chunk, then one per text delta or tool-call fragment).
-    """
-
-    deltas: list[str] = field(default_factory=list)
-    tool_calls: list[ToolCallScript] = field(default_factory=list)
-    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
-    prompt_tokens: int = 11
-    completion_tokens: int = 7
-    model: str = "fake-model"
-    delay: float = 0.0  # before the first byte of the response
-    delta_interval: float = 0.0  # pause between events, to make a stream slow
-    stall_after: int | None = None
-    stall_for: float = 0.0
-    malformed_after: int | None = None  # send an event whose data is not JSON
-    drop_after: int | None = None  # close the connection mid-body
-
-    @classmethod
-    def text(cls, text: str, *, pieces: int = 3, **options: Any) -> ChatReply:
-        """A text answer cut into ``pieces`` deltas of about equal length."""
-        size = max(1, math.ceil(len(text) / pieces))
-        return cls(deltas=[text[i : i + size] for i in range(0, len(text), size)], **options)
-
-    @classmethod
-    def calls(cls, *calls: ToolCallScript, **options: Any) -> ChatReply:
-        return cls(tool_calls=list(calls), **options)
-
-
-@dataclass
-class ErrorReply:
-    """An HTTP error response in OpenAI's error format."""
-
-    status: int
-    message: str = "scripted failure"
-    retry_after: float | None = None
-    delay: float = 0.0
-
-
-Reply = ChatReply | ErrorReply
-
-
-@dataclass
-class RecordedRequest:
-    """What the client sent, and how the exchange ended."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    completed: bool = False  # the whole response was written
-    client_closed: bool = False  # the client hung up before the response ended
-    closed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self.body.get("messages", []))
-
-    @property
-    def streamed(self) -> bool:
-        return bool(self.body.get("stream"))
 
 
 class _ClientGone(Exception):
@@ -231,7 +175,7 @@ class FakeOpenAI:
             elif path == EMBEDDINGS_PATH:
                 keep = await self._embed(io)
             else:
-                keep = await io.json(404, _error_body(f"no route for {path}", 404))
+                keep = await io.json(404, error_body(f"no route for {path}", 404))
         except _ClientGone:
             record.client_closed = True
             record.closed.set()
@@ -242,17 +186,17 @@ class FakeOpenAI:
     async def _chat_completion(self, io: _Exchange) -> bool:
         if not self._chat:
             message = "fake server: no scripted chat reply left"
-            return await io.json(500, _error_body(message, 500), {"x-should-retry": "false"})
+            return await io.json(500, error_body(message, 500), {"x-should-retry": "false"})
         reply = self._chat.popleft()
         await io.pause(reply.delay)
         if isinstance(reply, ErrorReply):
             return await io.error(reply)
         if io.record.streamed:
             return await self._stream_chat(io, reply)
-        return await io.json(200, _completion(reply))
+        return await io.json(200, completion(reply))
 
     async def _stream_chat(self, io: _Exchange, reply: ChatReply) -> bool:
-        events = self._chat_events(reply, io.record.body)
+        events = chat_events(reply, io.record.body, self.tool_fragment_size)
         await io.start_stream()
         for sent, event in enumerate(events):
             if sent == reply.drop_after:
@@ -268,45 +212,6 @@ class FakeOpenAI:
         await io.chunk(b"data: [DONE]\n\n")
         await io.chunk(b"")
         return True
-
-    def _chat_events(self, reply: ChatReply, body: dict[str, Any]) -> list[str]:
-        ident = f"chatcmpl-{uuid.uuid4().hex[:16]}"
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return json.dumps(_envelope(ident, reply.model, [choice], "chat.completion.chunk"))
-
-        events = [chunk({"role": "assistant", "content": ""})]
-        events += [chunk({"content": text}) for text in reply.deltas]
-        size = self.tool_fragment_size
-        for index, call in enumerate(reply.tool_calls):
-            # As real servers do: id and name first, then the arguments in fragments.
-            function = {"name": call.name, "arguments": ""}
-            events.append(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": call.id,
-                                "type": "function",
-                                "function": function,
-                            }
-                        ]
-                    }
-                )
-            )
-            for start in range(0, len(call.arguments), size):
-                piece = call.arguments[start : start + size]
-                events.append(
-                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-                )
-        events.append(chunk({}, _finish_reason(reply)))
-        if (body.get("stream_options") or {}).get("include_usage"):
-            usage = _envelope(ident, reply.model, [], "chat.completion.chunk")
-            usage["usage"] = _usage(reply)
-            events.append(json.dumps(usage))
-        return events
 
     async def _embed(self, io: _Exchange) -> bool:
         await io.pause(self.embedding_delay)
@@ -384,7 +289,7 @@ class _Exchange:
 
     async def error(self, reply: ErrorReply) -> bool:
         headers = {} if reply.retry_after is None else {"retry-after": str(reply.retry_after)}
-        return await self.json(reply.status, _error_body(reply.message, reply.status), headers)
+        return await self.json(reply.status, error_body(reply.message, reply.status), headers)
 
     async def start_stream(self) -> None:
         await self._write(
@@ -395,69 +300,3 @@ class _Exchange:
     async def chunk(self, data: bytes) -> None:
         """One chunk of the chunked body; empty data ends the body."""
         await self._write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-
-
-def hashed_embedding(text: str, dimension: int) -> list[float]:
-    """A deterministic bag-of-words vector: texts sharing words point the same way."""
-    vector = [0.0] * dimension
-    for word in re.findall(r"\w+", text.lower()):
-        digest = hashlib.sha256(word.encode()).digest()
-        index = int.from_bytes(digest[:4], "big") % dimension
-        vector[index] += 1.0 if digest[4] % 2 else -1.0
-    norm = math.sqrt(sum(x * x for x in vector))
-    if norm == 0:
-        return [1.0] + [0.0] * (dimension - 1)
-    return [x / norm for x in vector]
-
-
-def _finish_reason(reply: ChatReply) -> str:
-    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-
-
-def _usage(reply: ChatReply) -> dict[str, int]:
-    return {
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-    }
-
-
-def _envelope(ident: str, model: str, choices: list[Any], kind: str) -> dict[str, Any]:
-    return {
-        "id": ident,
-        "object": kind,
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-    }
-
-
-def _completion(reply: ChatReply) -> dict[str, Any]:
-    calls = [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-        for c in reply.tool_calls
-    ]
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.deltas) or None}
-    if calls:
-        message["tool_calls"] = calls
-    choice = {
-        "index": 0,
-        "message": message,
-        "finish_reason": _finish_reason(reply),
-        "logprobs": None,
-    }
-    body = _envelope(f"chatcmpl-{uuid.uuid4().hex[:16]}", reply.model, [choice], "chat.completion")
-    body["usage"] = _usage(reply)
-    return body
-
-
-def _error_body(message: str, status: int) -> dict[str, Any]:
-    kinds = {401: "invalid_api_key", 403: "permission_denied", 429: "rate_limit_exceeded"}
-    return {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error" if status < 500 else "server_error",
-            "param": None,
-            "code": kinds.get(status),
-        }
-    }
