@@ -67,6 +67,7 @@ T = TypeVar("T")
 DEFAULT_STALE_TURN_S = 600.0
 DEFAULT_HISTORY_TOKENS = 2000
 DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 1000  # the API allows 100; this bounds any other caller
 _PURGE_BATCH = 500
 _SHUT_DOWN = "the server shut down before the answer was complete"
 _RESTARTED = "the server restarted before the answer was complete"
@@ -154,15 +155,17 @@ class SessionStore:
     async def begin_turn(
         self, *, session_id: str | None, owner: str, question: str, request_id: str
     ) -> TurnHandle:
-        """Starts a turn: in a new session when ``session_id`` is None, else in the owner's
-        session, which must be unexpired and idle. Returns the history to give the model."""
+        """Starts a turn: in a new session when ``session_id`` is None or "" (the proto
+        default), else in the owner's session, which must be unexpired and idle. Returns the
+        history to give the model."""
         now = self._clock()
         turn_id = str(uuid.uuid4())
+        new_session = not session_id
         sid = session_id or str(uuid.uuid4())
         history: list[ConversationTurn] = []
         try:
             async with transaction(self._writer) as connection:
-                if session_id is None:
+                if new_session:
                     seq = await writes.create_session(connection, sid, owner, turn_id, now)
                 else:
                     seq = await writes.claim_session(
@@ -188,7 +191,7 @@ class SessionStore:
             # Only the one-active-turn index can refuse this insert.
             raise writes.busy(sid) from error
         self._running.add(turn_id)
-        return TurnHandle(turn_id, sid, history, new_session=session_id is None)
+        return TurnHandle(turn_id, sid, history, new_session=new_session)
 
     async def history(
         self,
@@ -238,7 +241,7 @@ class SessionStore:
         """One page of the owner's sessions, newest first, and the next page's token ("" at
         the end). Raises InvalidArgument for a token this store did not issue."""
         after = decode_page_token(page_token) if page_token else None
-        size = max(1, page_size)
+        size = min(max(1, page_size), MAX_PAGE_SIZE)
         async with transaction(self._engine) as connection:
             rows = await reads.session_page(connection, owner, limit=size + 1, after=after)
         now = self._clock()

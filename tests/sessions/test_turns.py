@@ -38,6 +38,12 @@ async def test_first_turn_creates_a_session_with_no_history(store: SessionStore)
     assert turn.answer == ""
 
 
+async def test_an_empty_session_id_starts_a_new_session(store: SessionStore) -> None:
+    handle = await store.begin_turn(session_id="", owner="alice", question="q", request_id="r")
+    assert handle.new_session
+    assert (await store.get_session(handle.session_id, "alice")).turn_count == 1
+
+
 async def test_completed_turn_records_answer_sources_tool_calls_usage_and_timings(
     store: SessionStore, clock: FakeClock
 ) -> None:
