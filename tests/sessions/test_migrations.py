@@ -169,7 +169,7 @@ async def test_a_failed_step_leaves_the_database_as_it_was(
 async def test_the_default_database_is_sqlite_in_wal_mode_under_the_data_dir(
     tmp_path: Path,
 ) -> None:
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = Settings(data_dir=tmp_path / "data", database_url=None)
     store = await open_session_store(settings)
     try:
         async with store.engine.connect() as connection:
