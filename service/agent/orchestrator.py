@@ -90,7 +90,9 @@ class Agent:
             ),
         )
         yield RunStarted(request.request_id, request.session_id, run.created_at)
-        producer = asyncio.create_task(self._produce(run, queue), name="agent-run")
+        producer = asyncio.create_task(
+            self._produce(run, queue), name=f"agent-run-{request.request_id}"
+        )
         try:
             while True:
                 try:
