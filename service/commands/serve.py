@@ -1,0 +1,74 @@
+"""``ragagent serve`` and ``ragagent health``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from service.config import describe_settings, load_settings
+from service.observability.logging import configure_logging
+
+
+def settings_epilog() -> str:
+    lines = ["settings (environment variables, also read from ./.env):"]
+    for env, default, description in describe_settings():
+        lines.append(f"  {env}  [default: {default}]")
+        lines.extend(
+            textwrap.wrap(description, 88, initial_indent="      ", subsequent_indent="      ")
+        )
+    return "\n".join(lines)
+
+
+def register(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the gRPC server",
+        epilog=settings_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--address", help="HOST:PORT to listen on (RAGAGENT_ADDRESS)")
+    serve.set_defaults(run=run_serve)
+
+    health = commands.add_parser(
+        "health", help="exit 0 when the server answers SERVING (for container health checks)"
+    )
+    health.add_argument("--address", help="HOST:PORT of the server (RAGAGENT_ADDRESS)")
+    health.add_argument("--service", default="", help="service name to check (default: all)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
+    health.set_defaults(run=run_health)
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    from service.server import serve
+
+    settings = load_settings(**({"address": args.address} if args.address else {}))
+    configure_logging(settings.log_level, settings.log_format)
+    await serve(settings)
+    return 0
+
+
+def local_target(address: str) -> str:
+    """Where a client on this host reaches a server bound to ``address``."""
+    host, _, port = address.rpartition(":")
+    # A server bound to every interface is reached on loopback (also inside its container).
+    wildcard = host in ("0.0.0.0", "[::]", "")  # noqa: S104
+    return f"{'127.0.0.1' if wildcard else host}:{port}"
+
+
+async def run_health(args: argparse.Namespace) -> int:
+    settings = load_settings(**({"address": args.address} if args.address else {}))
+    async with grpc.aio.insecure_channel(local_target(settings.address)) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            print(f"ragagent: health check failed: {error.code().name}", file=sys.stderr)
+            return 1
+    print(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
