@@ -1,10 +1,10 @@
 """Wiring: builds every dependency from Settings, serves them over grpc.aio, shuts down cleanly.
 
-``Runtime`` owns the long-lived resources (embedder, store, model client, session store,
-background tasks) and closes them in reverse order. ``AgentServer`` registers the
-servicers, the standard health service and server reflection. ``serve`` runs until
-SIGTERM/SIGINT: health turns NOT_SERVING at once, new calls are refused, in-flight calls
-get ``grace_period`` seconds, then the process exits 0.
+``Runtime`` owns the long-lived resources (embedder, store, model client, session store and
+its purger) and closes them in reverse order. ``AgentServer`` registers the servicers, the
+standard health service and server reflection. ``serve`` runs until SIGTERM/SIGINT: health
+turns NOT_SERVING at once, new calls are refused, in-flight calls get ``grace_period``
+seconds, then the process exits 0.
 """
 
 from __future__ import annotations
@@ -13,34 +13,36 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from ragagent.v1 import agent_pb2, agent_pb2_grpc
+from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
 
+from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.api.agent import AgentServicer
 from service.api.interceptor import ServerInterceptor
+from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
-from service.retrieval.embedders import FastEmbedEmbedder
+from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
+from service.sessions import SessionPurger, SessionStore, open_session_store
 
 log = get_logger("ragagent.server")
 
 AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+SESSION_SERVICE = session_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 
-def build_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings name (blocking: loads the model)."""
-    if settings.embedding_provider == "openai":
-        raise ConfigurationError(
-            "RAGAGENT_EMBEDDING_PROVIDER=openai needs the async factory build_embedder_async"
-        )
+def build_local_embedder(settings: Settings) -> Embedder:
+    """The fastembed embedder over the local model folder (blocking: loads the model)."""
     model_dir = settings.embedding_model_dir
     if model_dir is None or not model_dir.is_dir():
         raise ConfigurationError(
@@ -56,40 +58,99 @@ def build_embedder(settings: Settings) -> Embedder:
     )
 
 
+async def build_embedder(settings: Settings, stack: AsyncExitStack) -> Embedder:
+    """The embedder the settings name; its resources are released by ``stack``."""
+    if settings.embedding_provider == "fastembed":
+        return await asyncio.to_thread(build_local_embedder, settings)
+    import openai
+
+    key = settings.embedding_api_key or settings.llm_api_key
+    base_url = settings.embedding_base_url or settings.llm_base_url
+    client = openai.AsyncOpenAI(
+        api_key=key.get_secret_value() if key else "not-needed",
+        base_url=base_url,
+        max_retries=settings.llm_max_retries,
+    )
+    stack.push_async_callback(client.close)
+    common: dict[str, Any] = {
+        "model_name": settings.embedding_model,
+        "max_tokens": settings.embedding_max_tokens,
+        "batch_size": settings.embedding_batch_size,
+    }
+    if settings.embedding_dimensions:
+        return OpenAIEmbedder(client, dimension=settings.embedding_dimensions, **common)
+    return await OpenAIEmbedder.probe(client, **common)
+
+
 class Runtime:
     """Every long-lived dependency of the server, built once and closed once."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, store: QdrantStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        store: QdrantStore,
+        *,
+        agent: Agent | None = None,
+        sessions: SessionStore | None = None,
+        stack: AsyncExitStack | None = None,
+    ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.store = store
+        self.agent = agent
+        self.sessions = sessions
+        self._stack = stack
 
     @classmethod
     async def open(cls, settings: Settings, *, embedder: Embedder | None = None) -> Runtime:
-        if embedder is None:
-            embedder = await asyncio.to_thread(build_embedder, settings)
-        client = open_qdrant_client(
-            url=settings.qdrant_url,
-            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-            path=settings.qdrant_path,
-            timeout=settings.qdrant_timeout,
-        )
-        store = QdrantStore(
-            client,
-            embedder,
-            collection=settings.qdrant_collection,
-            timeout=settings.qdrant_timeout,
-            payload_indexes=settings.qdrant_url is not None,
-        )
-        try:
+        async with AsyncExitStack() as stack:
+            if embedder is None:
+                embedder = await build_embedder(settings, stack)
+            api_key = settings.qdrant_api_key
+            client = open_qdrant_client(
+                url=settings.qdrant_url,
+                api_key=api_key.get_secret_value() if api_key else None,
+                path=settings.qdrant_path,
+                timeout=settings.qdrant_timeout,
+            )
+            stack.push_async_callback(client.close)
+            store = QdrantStore(
+                client,
+                embedder,
+                collection=settings.qdrant_collection,
+                timeout=settings.qdrant_timeout,
+                payload_indexes=settings.qdrant_url is not None,
+            )
             await store.ensure_collection()
-        except BaseException:
-            await store.close()
-            raise
-        return cls(settings, embedder, store)
+            model = None
+            if settings.effective_strategy != "extractive":
+                llm = build_openai_client(settings)
+                stack.push_async_callback(llm.close)
+                model = OpenAIChatModel.from_settings(llm, settings)
+            agent = Agent(settings, retriever=store, model=model, embedder=embedder)
+            sessions = await open_session_store(settings)
+            stack.push_async_callback(sessions.close)
+            purger = SessionPurger(sessions, interval_s=settings.session_purge_interval)
+            await purger.start()
+            stack.push_async_callback(purger.stop)
+            log.info(
+                "runtime ready",
+                strategy=agent.strategy,
+                embedding_model=embedder.model_name,
+                store="server" if settings.qdrant_url else "embedded",
+                sessions="postgresql" if settings.database_url else "sqlite",
+            )
+            return cls(
+                settings, embedder, store, agent=agent, sessions=sessions, stack=stack.pop_all()
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
-        await self.store.close()
+        if self._stack is not None:
+            await self._stack.aclose()
+        else:
+            await self.store.close()
 
 
 class AgentServer:
@@ -104,22 +165,24 @@ class AgentServer:
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
-            AgentServicer(  # type: ignore[abstract]  # Ask/AskStream: next commit
+            AgentServicer(
                 runtime.store,
                 runtime.embedder,
                 default_threshold=settings.confidence_threshold,
+                agent=runtime.agent,
+                turns=runtime.sessions,
             ),
             self._server,
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self._services = [AGENT_SERVICE]
+        if runtime.sessions is not None:
+            session_pb2_grpc.add_SessionServiceServicer_to_server(
+                SessionServicer(runtime.sessions), self._server
+            )
+            self._services.append(SESSION_SERVICE)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
-            [
-                *self._services,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            self._server,
+            [*self._services, HEALTH_SERVICE, reflection.SERVICE_NAME], self._server
         )
         self.port = 0
 

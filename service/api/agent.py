@@ -1,29 +1,95 @@
-"""AgentService: Retrieve here; Ask and AskStream are driven by the agent orchestrator."""
+"""AgentService: proto in, agent and session calls, proto out.
+
+A turn of a session is opened before the run and closed with its result; a run that fails,
+times out or is cancelled closes its turn with that status, so the record never holds half
+a turn. The deadline given to the agent is the call's, less a small margin, so that a run
+that runs out of time can still send its final message with status TIMEOUT.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
 
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
-from service.api.convert import duration, filters_from_proto, hit_to_proto
-from service.domain import Deadline
+from service.agent import (
+    Agent,
+    AgentEvent,
+    AgentRequest,
+    AnswerDelta,
+    Completed,
+    Heartbeat,
+    RunStarted,
+    SourcesFound,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from service.api.convert import (
+    duration,
+    filters_from_proto,
+    hit_to_proto,
+    result_to_proto,
+    source_to_proto,
+    timestamp,
+    tool_call_to_proto,
+)
+from service.api.identity import caller_identity
+from service.api.interceptor import current_request_id
+from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
+from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import Embedder, Retriever
 
 DEFAULT_MAX_RESULTS = 5
+# Time kept back from the caller's deadline to send the final message of a timed-out run.
+DEADLINE_MARGIN_S = 0.25
+
+
+class TurnHandleLike(Protocol):
+    @property
+    def turn_id(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def history(self) -> list[ConversationTurn]: ...
+
+
+class Turns(Protocol):
+    """The part of the session store a run needs."""
+
+    async def begin_turn(
+        self, *, session_id: str | None, owner: str, question: str, request_id: str
+    ) -> TurnHandleLike: ...
+
+    async def complete_turn(self, turn_id: str, result: RunResult) -> bool: ...
+
+    async def abort_turn(
+        self, turn_id: str, status: Literal["error", "cancelled", "timeout"], error: str = ""
+    ) -> bool: ...
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     """Converts AgentService messages to domain calls and back."""
 
     def __init__(
-        self, retriever: Retriever, embedder: Embedder, *, default_threshold: float
+        self,
+        retriever: Retriever,
+        embedder: Embedder,
+        *,
+        default_threshold: float,
+        agent: Agent | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self._retriever = retriever
         self._embedder = embedder
         self._default_threshold = default_threshold
+        self._agent = agent
+        self._turns = turns
 
     async def Retrieve(
         self,
@@ -47,3 +113,124 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             took=duration(time.perf_counter() - started),
             embedding_model=self._embedder.model_name,
         )
+
+    async def AskStream(
+        self,
+        request: agent_pb2.QuestionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
+        sequence = 0
+        async for event in self._run(request, context):
+            sequence += 1
+            yield _event_message(event, sequence)
+            if isinstance(event, Completed) and event.result.status is ResponseStatus.TIMEOUT:
+                raise DeadlineExceeded(
+                    "the deadline ran out; the final message holds the answer produced so far"
+                )
+
+    async def Ask(
+        self,
+        request: agent_pb2.QuestionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.AgentResponse:
+        async for event in self._run(request, context):
+            if isinstance(event, Completed):
+                if event.result.status is ResponseStatus.TIMEOUT:
+                    raise DeadlineExceeded("the deadline ran out before the answer was complete")
+                return result_to_proto(event.result)
+        raise RuntimeError("the agent ended a run without a Completed event")
+
+    async def _run(
+        self, request: agent_pb2.QuestionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[AgentEvent]:
+        if self._agent is None:
+            raise NotImplementedError("this server has no agent configured")
+        request_id = request.request_id or current_request_id() or str(uuid.uuid4())
+        remaining = context.time_remaining()
+        deadline = Deadline.after(
+            None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_S)
+        )
+        turn = None
+        if self._turns is not None:
+            turn = await self._turns.begin_turn(
+                session_id=request.session_id or None,
+                owner=caller_identity(context),
+                question=request.query,
+                request_id=request_id,
+            )
+        session_id = turn.session_id if turn else (request.session_id or str(uuid.uuid4()))
+        agent_request = AgentRequest(
+            query=request.query,
+            max_results=request.max_results
+            if request.HasField("max_results")
+            else DEFAULT_MAX_RESULTS,
+            threshold=(
+                request.confidence_threshold if request.HasField("confidence_threshold") else None
+            ),
+            temperature=request.temperature if request.HasField("temperature") else None,
+            filters=filters_from_proto(request.filters),
+            deadline=deadline,
+            history=list(turn.history) if turn else [],
+            request_id=request_id,
+            session_id=session_id,
+        )
+        finished = False
+        try:
+            async for event in self._agent.run(agent_request):
+                if isinstance(event, Completed) and turn is not None:
+                    await self._turns.complete_turn(turn.turn_id, event.result)  # type: ignore[union-attr]
+                    finished = True
+                yield event
+        except BaseException as error:
+            if turn is not None and not finished:
+                await self._turns.abort_turn(  # type: ignore[union-attr]
+                    turn.turn_id, _abort_status(error), _describe(error)
+                )
+            raise
+
+
+def _abort_status(error: BaseException) -> Literal["error", "cancelled", "timeout"]:
+    if isinstance(error, DeadlineExceeded):
+        return "timeout"
+    if isinstance(error, Exception):
+        return "error"
+    return "cancelled"  # CancelledError, GeneratorExit: the caller went away
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, RagAgentError):
+        return f"{error.reason}: {error.message}"
+    return type(error).__name__
+
+
+def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamResponse:
+    message = agent_pb2.AskStreamResponse(sequence=sequence)
+    match event:
+        case RunStarted():
+            message.run_started.CopyFrom(
+                agent_pb2.RunStarted(
+                    request_id=event.request_id,
+                    session_id=event.session_id,
+                    created_at=timestamp(event.created_at),
+                )
+            )
+        case ToolCallStarted():
+            message.tool_call_started.CopyFrom(tool_call_to_proto(event.call))
+        case SourcesFound():
+            message.sources_found.CopyFrom(
+                agent_pb2.SourcesFound(
+                    tool_call_id=event.tool_call_id,
+                    sources=[source_to_proto(s) for s in event.sources],
+                )
+            )
+        case ToolCallCompleted():
+            message.tool_call_completed.CopyFrom(tool_call_to_proto(event.call))
+        case AnswerDelta():
+            message.answer_delta.text = event.text
+        case Heartbeat():
+            message.heartbeat.CopyFrom(
+                agent_pb2.Heartbeat(elapsed=duration(event.elapsed_s), phase=event.phase)
+            )
+        case Completed():
+            message.completed.CopyFrom(result_to_proto(event.result))
+    return message

@@ -68,6 +68,12 @@ def validate(message: Message) -> None:
         )
 
 
+def current_request_id() -> str:
+    """The request id the interceptor bound for the call being handled."""
+    value = structlog.contextvars.get_contextvars().get("request_id")
+    return value if isinstance(value, str) else ""
+
+
 def _request_id_from(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == REQUEST_ID_HEADER:

@@ -37,7 +37,10 @@ class _ResponseStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Respon
     RESPONSE_STATUS_ERROR: _ResponseStatus.ValueType  # 3
     """The run failed; the stream ends with an error status after this message."""
     RESPONSE_STATUS_TIMEOUT: _ResponseStatus.ValueType  # 4
-    """The run ran out of time; `answer` holds what was produced before the deadline."""
+    """The run ran out of time; `answer` holds what was produced before the deadline.
+    AskStream sends this final message, then ends with DEADLINE_EXCEEDED; Ask ends with
+    DEADLINE_EXCEEDED.
+    """
     RESPONSE_STATUS_CANCELLED: _ResponseStatus.ValueType  # 5
     """The run was cancelled before it finished."""
 
@@ -53,7 +56,10 @@ RESPONSE_STATUS_NO_ANSWER: ResponseStatus.ValueType  # 2
 RESPONSE_STATUS_ERROR: ResponseStatus.ValueType  # 3
 """The run failed; the stream ends with an error status after this message."""
 RESPONSE_STATUS_TIMEOUT: ResponseStatus.ValueType  # 4
-"""The run ran out of time; `answer` holds what was produced before the deadline."""
+"""The run ran out of time; `answer` holds what was produced before the deadline.
+AskStream sends this final message, then ends with DEADLINE_EXCEEDED; Ask ends with
+DEADLINE_EXCEEDED.
+"""
 RESPONSE_STATUS_CANCELLED: ResponseStatus.ValueType  # 5
 """The run was cancelled before it finished."""
 Global___ResponseStatus: _TypeAlias = ResponseStatus  # noqa: Y015
@@ -329,7 +335,7 @@ class AskStreamResponse(_message.Message):
     @_builtins.property
     def completed(self) -> Global___AgentResponse:
         """The run has ended; the final response. Always the last event of a stream that ends
-        with status OK.
+        with status OK, and of one that ends with DEADLINE_EXCEEDED after status TIMEOUT.
         """
 
     def __init__(
