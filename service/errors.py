@@ -172,6 +172,12 @@ class ModelAuthFailed(FailedPrecondition):
     reason = "MODEL_AUTH_FAILED"
 
 
+class ModelRequestRejected(FailedPrecondition):
+    """The endpoint refused the request itself (4xx): unknown model, prompt too long..."""
+
+    reason = "MODEL_REQUEST_REJECTED"
+
+
 class StoreMismatch(FailedPrecondition):
     """The existing collection does not fit the configured embedder."""
 

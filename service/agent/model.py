@@ -22,9 +22,9 @@ from service.domain import Deadline, Usage
 from service.errors import (
     ConfigurationError,
     DeadlineExceeded,
-    FailedPrecondition,
     ModelAuthFailed,
     ModelRateLimited,
+    ModelRequestRejected,
     ModelStalled,
     ModelUnavailable,
     RagAgentError,
@@ -33,12 +33,6 @@ from service.errors import (
 # Local servers need no key but the client insists on one.
 PLACEHOLDER_API_KEY = "not-needed"
 _DEADLINE_SLACK_S = 0.05
-
-
-class ModelRequestRejected(FailedPrecondition):
-    """The endpoint refused the request itself (4xx): unknown model, prompt too long..."""
-
-    reason = "MODEL_REQUEST_REJECTED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,12 @@ import time
 import pytest
 
 from service.agent import Heartbeat
-from service.agent.model import ModelRequestRejected
 from service.domain import Deadline
 from service.errors import (
     DeadlineExceeded,
     ModelAuthFailed,
     ModelRateLimited,
+    ModelRequestRejected,
     ModelStalled,
     ModelUnavailable,
     RagAgentError,
