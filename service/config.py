@@ -100,6 +100,13 @@ class Settings(BaseSettings):
         le=1,
         description="Default minimum relevance score (0-1) for a source to be used.",
     )
+    unknown_term_penalty: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="Factor applied to every score when the question names a specific term "
+        "(a rare word, a name, a version) that no chunk contains; 1 disables the check.",
+    )
 
     # --- embeddings --------------------------------------------------------------------
     embedding_provider: Literal["fastembed", "openai"] = Field(

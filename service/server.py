@@ -31,6 +31,7 @@ from service.errors import ConfigurationError
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
+from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
 from service.sessions import SessionPurger, SessionStore, open_session_store
 
@@ -121,6 +122,11 @@ class Runtime:
                 collection=settings.qdrant_collection,
                 timeout=settings.qdrant_timeout,
                 payload_indexes=settings.qdrant_url is not None,
+                term_check=(
+                    TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
+                    if settings.unknown_term_penalty < 1
+                    else None
+                ),
             )
             await store.ensure_collection()
             model = None

@@ -30,6 +30,7 @@ from service.errors import (
     StoreUnavailable,
 )
 from service.retrieval.base import Embedder
+from service.retrieval.lexical import TermCheck
 
 T = TypeVar("T")
 _CHUNK_FIELDS = {f.name for f in fields(Chunk)}
@@ -79,8 +80,10 @@ class QdrantStore:
         collection: str,
         timeout: float = 10.0,
         payload_indexes: bool = True,
+        term_check: TermCheck | None = None,
     ) -> None:
         self._client = client
+        self._term_check = term_check
         # The embedded store ignores payload indexes (and warns); a server needs them.
         self._payload_indexes = payload_indexes
         self._embedder = embedder
@@ -132,6 +135,21 @@ class QdrantStore:
                 await self._call(
                     self._client.create_payload_index(
                         self._collection, name, models.PayloadSchemaType.KEYWORD
+                    ),
+                    deadline,
+                    "creating payload indexes",
+                )
+            if self._payload_indexes:
+                # The term check matches whole lower-cased words, as local mode does unindexed.
+                await self._call(
+                    self._client.create_payload_index(
+                        self._collection,
+                        "text",
+                        models.TextIndexParams(
+                            type=models.TextIndexType.TEXT,
+                            tokenizer=models.TokenizerType.WORD,
+                            lowercase=True,
+                        ),
                     ),
                     deadline,
                     "creating payload indexes",
@@ -188,15 +206,51 @@ class QdrantStore:
             deadline,
             "searching",
         )
+        factor = 1.0
+        if response.points and self._term_check is not None:
+            seen = " ".join(str((p.payload or {}).get("text", "")) for p in response.points)
+            factor = await self._unknown_term_factor(query, seen, deadline)
         hits = []
         for point in response.points:
             chunk = _chunk_from_payload(point.payload or {})
             if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
                 continue
-            score = max(0.0, min(1.0, float(point.score)))
+            score = max(0.0, min(1.0, float(point.score))) * factor
             if score >= threshold:
                 hits.append(ScoredChunk(chunk=chunk, score=score))
         return hits[:limit]
+
+    async def _unknown_term_factor(
+        self, query: str, retrieved_text: str, deadline: Deadline | None
+    ) -> float:
+        """The check's penalty when a specific term of the query is in no chunk, else 1.
+
+        Terms found in the chunks just retrieved need no lookup; usually that is all of them.
+        """
+        assert self._term_check is not None
+        in_hand = set(TermCheck.words(retrieved_text))
+        for term in self._term_check.specific_terms(query):
+            if in_hand.intersection(self._term_check.variants(term).split()):
+                continue
+            found = await self._call(
+                self._client.count(
+                    self._collection,
+                    count_filter=models.Filter(
+                        must=[
+                            models.FieldCondition(
+                                key="text",
+                                match=models.MatchTextAny(text_any=self._term_check.variants(term)),
+                            )
+                        ]
+                    ),
+                    exact=True,
+                ),
+                deadline,
+                "looking up a term",
+            )
+            if found.count == 0:
+                return self._term_check.penalty
+        return 1.0
 
     # --- ChunkStore --------------------------------------------------------------------
 

@@ -1,0 +1,54 @@
+"""The out-of-corpus term check: questions naming what the corpus never mentions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.retrieval.lexical import TermCheck
+from tests.helpers import add_documents, local_embedder, make_chunk, running_server
+
+
+def test_specific_terms_are_rare_words_names_and_versions() -> None:
+    check = TermCheck(local_embedder().count_tokens)
+    terms = check.specific_terms("How do I set up a catkin workspace for ROS 1 Noetic on px4?")
+    assert "catkin" in terms
+    assert "px4" in terms
+    # Ordinary words say nothing by their absence: paraphrases use them freely.
+    assert "set" not in terms
+    assert "how" not in terms
+
+
+def test_plural_terms_are_looked_up_with_their_singular() -> None:
+    assert TermCheck.variants("rosbags") == "rosbags rosbag"
+    assert TermCheck.variants("class") == "class"
+
+
+async def test_a_question_about_a_term_the_corpus_lacks_scores_lower(tmp_path: Path) -> None:
+    docs = [
+        make_chunk(
+            "ros/build.md",
+            "Build ROS 2 packages with colcon in a workspace, then source the setup file.",
+        )
+    ]
+    async with running_server(tmp_path) as srv:
+        await add_documents(srv.runtime, docs)
+        known = await srv.runtime.store.search(
+            "How do I build packages with colcon?", limit=1, threshold=0.0
+        )
+        unknown = await srv.runtime.store.search(
+            "How do I build packages with catkin?", limit=1, threshold=0.0
+        )
+    assert known[0].score > 0.35
+    # The same neighbour, but the question names a tool no chunk mentions.
+    assert unknown[0].chunk.document_id == "ros/build.md"
+    assert unknown[0].score < known[0].score * 0.7
+
+
+async def test_the_check_can_be_disabled(tmp_path: Path) -> None:
+    docs = [make_chunk("ros/build.md", "Build ROS 2 packages with colcon in a workspace.")]
+    async with running_server(tmp_path, unknown_term_penalty=1.0) as srv:
+        await add_documents(srv.runtime, docs)
+        hits = await srv.runtime.store.search(
+            "How do I build packages with catkin?", limit=1, threshold=0.0
+        )
+    assert hits[0].score > 0.3
