@@ -92,6 +92,9 @@ fmt: setup ## format Python and protos in place
 	$(BIN)/ruff check --fix .
 	$(BIN)/buf format -w protos
 
+demo: setup ## the main job on embedded defaults: ingest docs/, serve, stream cited answers
+	$(BIN)/ragagent demo --data-dir .cache/demo
+
 test: setup ## the whole test suite
 	$(BIN)/pytest -q
 

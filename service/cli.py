@@ -7,10 +7,10 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from service.commands import serve
+from service.commands import ask, demo, serve
 from service.errors import ConfigurationError, RagAgentError
 
-COMMANDS = (serve,)
+COMMANDS = (serve, ask, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

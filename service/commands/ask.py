@@ -1,0 +1,102 @@
+"""``ragagent ask``: the command-line client. Prints the answer as it streams, then sources."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+import grpc
+from google.protobuf import json_format
+from ragagent.v1 import agent_pb2, agent_pb2_grpc
+
+from service.commands.serve import local_target
+from service.config import load_settings
+
+
+def register(commands: Any) -> None:
+    ask = commands.add_parser("ask", help="ask a running server a question, streaming the answer")
+    ask.add_argument("question", help="the question (1-1000 characters)")
+    ask.add_argument("--address", help="HOST:PORT of the server (RAGAGENT_ADDRESS)")
+    ask.add_argument("--session", default="", help="session id to continue a conversation")
+    ask.add_argument("--max-results", type=int, help="sources per search (1-10)")
+    ask.add_argument("--timeout", type=float, default=120.0, help="deadline in seconds")
+    ask.add_argument("--user", default="", help="caller identity sent as x-user-id")
+    ask.add_argument("--json", action="store_true", help="print the final response as JSON")
+    ask.set_defaults(run=run_ask)
+
+
+async def run_ask(args: argparse.Namespace) -> int:
+    settings = load_settings(**({"address": args.address} if args.address else {}))
+    request = agent_pb2.QuestionRequest(query=args.question, session_id=args.session)
+    if args.max_results is not None:
+        request.max_results = args.max_results
+    metadata = (("x-user-id", args.user),) if args.user else ()
+    async with grpc.aio.insecure_channel(local_target(settings.address)) as channel:
+        try:
+            final = await stream_answer(
+                channel,
+                request,
+                out=sys.stdout,
+                deadline_s=args.timeout,
+                metadata=metadata,
+                live=not args.json,
+            )
+        except grpc.aio.AioRpcError as error:
+            print(f"ragagent: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(json_format.MessageToDict(final), indent=2))
+    return 0 if final.status in _ANSWERED else 3
+
+
+_ANSWERED = (agent_pb2.RESPONSE_STATUS_SUCCESS, agent_pb2.RESPONSE_STATUS_NO_ANSWER)
+
+
+async def stream_answer(
+    channel: grpc.aio.Channel,
+    request: agent_pb2.QuestionRequest,
+    *,
+    out: TextIO,
+    deadline_s: float | None = None,
+    metadata: tuple[tuple[str, str], ...] = (),
+    live: bool = True,
+) -> agent_pb2.AgentResponse:
+    """Streams one question; with ``live`` writes deltas as they come, then the sources."""
+    call = agent_pb2_grpc.AgentServiceStub(channel).AskStream(
+        request, timeout=deadline_s, metadata=metadata
+    )
+    final = agent_pb2.AgentResponse()
+    async for event in call:
+        kind = event.WhichOneof("event")
+        if kind == "answer_delta" and live:
+            out.write(event.answer_delta.text)
+            out.flush()
+        elif kind == "tool_call_started" and live:
+            query = event.tool_call_started.arguments.fields.get("query")
+            searched = query.string_value if query is not None else ""
+            out.write(f"[searching: {searched}]\n")
+        elif kind == "completed":
+            final = event.completed
+    if live:
+        out.write("\n\n")
+        _print_sources(final, out)
+    return final
+
+
+def _print_sources(final: agent_pb2.AgentResponse, out: TextIO) -> None:
+    status = agent_pb2.ResponseStatus.Name(final.status).removeprefix("RESPONSE_STATUS_")
+    mode = agent_pb2.AnswerMode.Name(final.answer_mode).removeprefix("ANSWER_MODE_").lower()
+    out.write(
+        f"status {status} · {mode} ({final.strategy}, {final.model}) · "
+        f"confidence {final.confidence:.2f} · session {final.session_id}\n"
+    )
+    for source in final.sources:
+        if not source.citation:
+            continue
+        where = source.url or source.document_id
+        heading = f" — {source.heading}" if source.heading else ""
+        out.write(
+            f"  [{source.citation}] {source.title}{heading} ({where}) score {source.score:.2f}\n"
+        )

@@ -1,0 +1,67 @@
+"""The command-line client and the demo, as a newcomer runs them."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import pytest
+from ragagent.v1 import agent_pb2
+
+from service.cli import main
+from service.commands.ask import run_ask, stream_answer
+from tests.helpers import add_documents, local_embedder, make_chunk, running_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_stream_answer_prints_deltas_then_cited_sources(tmp_path: Path) -> None:
+    docs = [
+        make_chunk(
+            "m/urdf.md",
+            "URDF is an XML format that describes links and joints.",
+            title="URDF",
+            url="https://book.dev/docs/m/urdf",
+        )
+    ]
+    async with running_server(tmp_path) as srv:
+        await add_documents(srv.runtime, docs)
+        out = io.StringIO()
+        final = await stream_answer(
+            srv.channel, agent_pb2.QuestionRequest(query="What is URDF?"), out=out, deadline_s=30
+        )
+    printed = out.getvalue()
+    assert final.answer in printed
+    assert "[1] URDF" in printed
+    assert "https://book.dev/docs/m/urdf" in printed
+    assert "status SUCCESS" in printed
+
+
+async def test_ask_command_reports_an_unreachable_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = argparse.Namespace(
+        question="What is URDF?",
+        address="127.0.0.1:9",
+        session="",
+        max_results=None,
+        timeout=3.0,
+        user="",
+        json=False,
+    )
+    assert await run_ask(args) == 1
+    assert "UNAVAILABLE" in capsys.readouterr().err
+
+
+def test_demo_ingests_serves_and_streams_a_cited_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_embedder()  # skips where the model is not provisioned
+    monkeypatch.chdir(ROOT)
+    code = main(["demo", "--data-dir", str(tmp_path), "How does the server shut down?"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "ingested docs" in printed
+    assert "[1]" in printed
+    assert "status SUCCESS" in printed
