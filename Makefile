@@ -12,7 +12,7 @@ PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 # What `buf breaking` compares against: the previous commit by default.
 BREAKING_AGAINST ?= HEAD~1
 
-.PHONY: help venv protos-deps gen-deps install install-runtime models setup demo test test-fast lint fmt gen gen-into check-gen breaking clean
+.PHONY: help venv protos-deps gen-deps install install-runtime models setup demo test test-fast lint fmt gen gen-into check-gen breaking bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -100,6 +100,9 @@ test: setup ## the whole test suite
 
 test-fast: setup ## tests without the slow ones
 	$(BIN)/pytest -q -m 'not slow'
+
+bench: setup ## benchmarks: figures and ratios against baselines measured in the same run
+	$(PY) -m tests.bench
 
 clean: ## remove caches (keeps .venv and the downloads)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache

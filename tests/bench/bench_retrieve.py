@@ -1,0 +1,72 @@
+"""Retrieve latency over gRPC against the same search called in-process.
+
+Baseline: ``store.search`` directly (embedding the query plus the Qdrant search). The ratio
+shows what the server adds: interceptor, validation, protobuf conversion and the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import grpc
+from ragagent.v1 import agent_pb2, agent_pb2_grpc
+
+from service.config import Settings
+from service.ingest.loader import load_documents
+from service.ingest.pipeline import Ingestor
+from service.observability.logging import configure_logging
+from service.server import AgentServer, Runtime
+from tests.bench.common import corpus, report, summary, timed
+
+QUERIES = (
+    "How do ROS 2 nodes exchange messages?",
+    "What does a URDF file describe?",
+    "Which GPU do I need for Isaac Sim?",
+    "How does Whisper turn speech into commands?",
+)
+REPEAT = 100
+
+
+async def main() -> None:
+    root, name = corpus()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(address="127.0.0.1:0", data_dir=Path(tmp), log_level="WARNING")
+        runtime = await Runtime.open(settings)
+        server = AgentServer(settings, runtime)
+        try:
+            await Ingestor(runtime.embedder, runtime.store).ingest(load_documents(root))
+            port = await server.start()
+            rotation = iter(range(10**9))
+
+            async def direct() -> None:
+                query = QUERIES[next(rotation) % len(QUERIES)]
+                await runtime.store.search(query, limit=5, threshold=0.35)
+
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = agent_pb2_grpc.AgentServiceStub(channel)
+
+                async def over_grpc() -> None:
+                    query = QUERIES[next(rotation) % len(QUERIES)]
+                    await stub.Retrieve(agent_pb2.RetrieveRequest(query=query), timeout=10)
+
+                baseline = await timed(direct, REPEAT)
+                measured = await timed(over_grpc, REPEAT)
+        finally:
+            await server.stop(0)
+            await runtime.close()
+    print(f"corpus: {name}; {REPEAT} queries each")
+    ratio = sorted(measured)[REPEAT // 2] / sorted(baseline)[REPEAT // 2]
+    report(
+        "Retrieve over gRPC",
+        summary(measured),
+        f"store.search in-process: {summary(baseline)}",
+        ratio,
+        "target <= 1.5 at p50: the server layer is thin",
+    )
+
+
+if __name__ == "__main__":
+    configure_logging("WARNING", "console")
+    asyncio.run(main())
