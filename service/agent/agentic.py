@@ -1,4 +1,20 @@
-"""The agentic strategy: the model searches with the retrieval tool until it can answer."""
+"""The agentic strategy: the model searches with the retrieval tool until it can answer.
+
+The run starts with a search of its own for the question (a follow-up together with the
+previous question), reported like every retrieval as a qdrant_retrieval tool call, with a
+server id ("srv_..."). When it finds nothing relevant enough, the answer is NO_ANSWER and
+the model (slow, paid) is not asked. Otherwise its sources are the run's first numbered
+sources and the model gets them with its instructions (see :func:`agentic_messages`): it
+may answer from them at once, citing [n], or call the tool for more.
+
+Streaming order, and its one exception: a model turn's text streams as it comes. When the
+model writes text and then asks for tools in the same turn, that text has already been
+sent as answer deltas when the tool calls become known, so the tool events of that turn
+come after answer deltas. The text stays part of the answer, and the next turn's text
+starts a new paragraph. Holding text back until each turn ends would keep the documented
+order but would buffer every turn in which tools are offered, which in this strategy is
+every answer, so the accepted exception is the price of streaming.
+"""
 
 from __future__ import annotations
 
@@ -6,45 +22,38 @@ import asyncio
 from typing import Any
 
 from service.agent.model import ChatModel, ToolCallRequest
-from service.agent.prompts import Message, agentic_messages, assistant_tool_calls, tool_result
-from service.agent.run import Outcome, Run
-from service.agent.tools import (
-    RETRIEVAL_TOOL,
-    format_error,
-    format_sources,
-    parse_call,
-    result_summary,
+from service.agent.prompts import (
+    Message,
+    agentic_messages,
+    assistant_tool_calls,
+    retrieval_query,
+    tool_result,
 )
+from service.agent.run import Outcome, Run
+from service.agent.tools import RETRIEVAL_TOOL, format_error, format_sources, parse_call
 from service.domain import ResponseStatus, ToolCallStatus
-from service.errors import DeadlineExceeded, RagAgentError
+from service.errors import DeadlineExceeded
 
 
 async def run_agentic(
     run: Run, model: ChatModel, *, temperature: float, max_tool_rounds: int
 ) -> Outcome:
     request = run.request
-    # A cheap search with the question itself first: when nothing at all is relevant the
-    # answer is NO_ANSWER, and the model (slow, paid) is not asked.
-    if not await run.search_hits(request.query, request.max_results):
+    query = retrieval_query(request.query, request.history)
+    found = await run.retrieve(query, request.max_results)
+    if not found:
         return await run.no_answer()
 
-    messages: list[Message] = agentic_messages(request.query, request.history)
-    searched = False
+    messages: list[Message] = agentic_messages(request.query, request.history, found)
     for round_ in range(max_tool_rounds + 1):
         last = round_ == max_tool_rounds
-        # Once the model has searched and found nothing, its text is held back: if it
-        # answers anyway, the answer is NO_ANSWER, not its guess.
-        empty_handed = searched and not run.book
         turn = await run.model_turn(
             model,
             messages,
             temperature=temperature,
             tools=[RETRIEVAL_TOOL],
             tool_choice="none" if last else None,
-            hold=empty_handed,
         )
-        if empty_handed and (not turn.tool_calls or last):
-            return await run.no_answer()
         if not turn.tool_calls:
             await run.end_answer()
             return Outcome(ResponseStatus.SUCCESS, turn.finish_reason, turn.model)
@@ -55,7 +64,6 @@ async def run_agentic(
         )
         results = await _call_tools(run, turn.tool_calls)
         messages.extend(tool_result(c.id, r) for c, r in zip(turn.tool_calls, results, strict=True))
-        searched = True
     # The model still wanted to search after its last round: its text so far is the answer.
     await run.end_answer()
     return Outcome(ResponseStatus.SUCCESS, "max_tool_rounds", run.model_name)
@@ -64,7 +72,9 @@ async def run_agentic(
 async def _call_tools(run: Run, calls: list[ToolCallRequest]) -> list[str]:
     """Runs one turn's calls concurrently; returns what the model reads, in call order."""
     parsed = [parse_call(call.name, call.arguments) for call in calls]
-    records = [await run.start_call(c, p.recorded) for c, p in zip(calls, parsed, strict=True)]
+    records = [
+        await run.start_call(c.id, c.name, p.recorded) for c, p in zip(calls, parsed, strict=True)
+    ]
     results = [""] * len(calls)
 
     async def call_tool(index: int) -> None:
@@ -74,15 +84,7 @@ async def _call_tools(run: Run, calls: list[ToolCallRequest]) -> list[str]:
             results[index] = format_error(args.error)
             return
         limit = min(args.arguments.top_k, run.request.max_results)
-        try:
-            sources = await run.search(args.arguments.query, limit)
-        except DeadlineExceeded:
-            raise  # the run ends with TIMEOUT and closes every open call
-        except RagAgentError as exc:
-            await run.end_call(record, ToolCallStatus.ERROR, error=exc.message)
-            raise
-        await run.report_sources(record.id, sources)
-        await run.end_call(record, ToolCallStatus.COMPLETED, result=result_summary(sources))
+        sources = await run.run_retrieval(record, args.arguments.query, limit)
         results[index] = format_sources(sources)
 
     try:

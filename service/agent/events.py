@@ -1,5 +1,13 @@
 """What a run reports as it happens; the servicer turns each event into an AskStreamResponse.
 
+Order: RunStarted; then for each retrieval ToolCallStarted, SourcesFound (when it found
+something) and ToolCallCompleted; then AnswerDelta events; then Completed. Heartbeats may
+come in between. Every retrieval is a qdrant_retrieval tool call, also those a strategy
+runs itself (ids "srv_..."), so each SourcesFound names the running call that found it.
+One exception, in the agentic strategy only: text a model writes before asking for tools
+in the same turn has streamed already, so that turn's tool events follow answer deltas
+(see :mod:`service.agent.agentic`).
+
 Events are snapshots: a ToolCallRecord inside an event is a copy, so a consumer that reads it
 late never sees a later state of the call.
 """
@@ -28,7 +36,8 @@ class ToolCallStarted:
 class SourcesFound:
     """Sources one retrieval found, best first, with the citation numbers the answer uses.
 
-    ``tool_call_id`` is empty for a retrieval the strategy ran itself.
+    ``tool_call_id`` names the tool call that found them, which is running (started and not
+    yet completed). Never empty: sent only when the retrieval found something.
     """
 
     tool_call_id: str

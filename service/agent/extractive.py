@@ -50,8 +50,7 @@ async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Out
     request = run.request
     run.model_name = embedder.model_name
     query = retrieval_query(request.query, request.history)
-    sources = await run.search(query, request.max_results)
-    await run.report_sources("", sources)
+    sources = await run.retrieve(query, request.max_results)  # a tool call of its own
     candidates = _candidates(sources, strict=True) or _candidates(sources, strict=False)
     if not candidates:
         return await run.no_answer()

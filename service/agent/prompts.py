@@ -31,8 +31,10 @@ _CITING = (
 
 AGENTIC_SYSTEM_PROMPT = (
     "You answer questions about a collection of documents, using only what they say. "
-    f"Search them with the {TOOL_NAME} tool before answering, and search again with a "
-    "different query when the passages you found are not enough.\n\n" + _CITING
+    "The passages below were found by searching the documents for the question. If they "
+    f"answer it, answer from them. If they are not enough, search with the {TOOL_NAME} "
+    "tool, and search again with a different query when what you found is still not "
+    "enough.\n\n" + _CITING + "\n\nPassages:\n\n"
 )
 
 GROUNDED_SYSTEM_PROMPT = (
@@ -54,22 +56,35 @@ def history_messages(history: Sequence[ConversationTurn]) -> list[Message]:
     return messages
 
 
-def agentic_messages(question: str, history: Sequence[ConversationTurn]) -> list[Message]:
-    """The opening of a tool-calling run: instructions, earlier turns, then the question."""
-    return [
-        {"role": "system", "content": AGENTIC_SYSTEM_PROMPT},
-        *history_messages(history),
-        {"role": "user", "content": question},
-    ]
+def agentic_messages(
+    question: str, history: Sequence[ConversationTurn], sources: Sequence[Source]
+) -> list[Message]:
+    """The opening of a tool-calling run: instructions and sources, earlier turns, question.
+
+    ``sources`` are what the server's own first search found, numbered. They go into the
+    system message rather than into a replayed tool call (an assistant message with
+    ``tool_calls`` the model never made, and its tool result): every OpenAI-compatible
+    server takes a system message, while fabricated tool traffic trips up chat templates
+    and servers that validate it. The numbers are the run's, so the model can cite them
+    whether it answers at once or searches for more first. The user message stays the
+    bare question, as stored in the conversation.
+    """
+    return _with_passages(AGENTIC_SYSTEM_PROMPT, question, history, sources)
 
 
 def grounded_messages(
     question: str, history: Sequence[ConversationTurn], sources: Sequence[Source]
 ) -> list[Message]:
     """A run without tools: the numbered sources are part of the instructions."""
+    return _with_passages(GROUNDED_SYSTEM_PROMPT, question, history, sources)
+
+
+def _with_passages(
+    prompt: str, question: str, history: Sequence[ConversationTurn], sources: Sequence[Source]
+) -> list[Message]:
     passages = "\n\n".join(describe_source(source) for source in sources)
     return [
-        {"role": "system", "content": GROUNDED_SYSTEM_PROMPT + passages},
+        {"role": "system", "content": prompt + passages},
         *history_messages(history),
         {"role": "user", "content": question},
     ]

@@ -1,6 +1,8 @@
 """The retrieve_first strategy: one search, then one model call without tools.
 
-It works with servers that have no tool calling, and costs one model turn.
+It works with servers that have no tool calling, and costs one model turn. The search is
+reported as a qdrant_retrieval tool call of the server's own ("srv_..." id), like every
+retrieval.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from service.domain import ResponseStatus
 
 async def run_retrieve_first(run: Run, model: ChatModel, *, temperature: float) -> Outcome:
     request = run.request
-    sources = await run.search(retrieval_query(request.query, request.history), request.max_results)
-    await run.report_sources("", sources)
+    query = retrieval_query(request.query, request.history)
+    sources = await run.retrieve(query, request.max_results)
     if not sources:
         return await run.no_answer()
     messages = grounded_messages(request.query, request.history, sources)

@@ -26,6 +26,7 @@ from service.agent.events import (
 from service.agent.model import ChatModel, TextDelta, ToolCallRequest
 from service.agent.prompts import NO_ANSWER_MESSAGE
 from service.agent.sources import SourceBook
+from service.agent.tools import TOOL_NAME, result_summary, server_call_id
 from service.domain import (
     AnswerMode,
     ConversationTurn,
@@ -40,7 +41,7 @@ from service.domain import (
     ToolCallStatus,
     Usage,
 )
-from service.errors import DeadlineExceeded
+from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import Retriever
 
 DEFAULT_MAX_RESULTS = 5
@@ -124,11 +125,36 @@ class Run:
         return time.perf_counter() - self._started
 
     # --- retrieval ------------------------------------------------------------------------
-    async def search(self, query: str, limit: int) -> list[Source]:
-        """Searches and numbers what passed the threshold (reporting it is up to the caller)."""
-        return self.book.add(await self.search_hits(query, limit))
+    async def retrieve(self, query: str, limit: int) -> list[Source]:
+        """A search the strategy runs itself, reported as a qdrant_retrieval tool call.
 
-    async def search_hits(self, query: str, limit: int) -> list[ScoredChunk]:
+        The call gets a server id ("srv_..."); its arguments are what was searched.
+        """
+        record = await self.start_call(
+            server_call_id(), TOOL_NAME, {"query": query, "top_k": limit}
+        )
+        return await self.run_retrieval(record, query, limit)
+
+    async def run_retrieval(self, record: ToolCallRecord, query: str, limit: int) -> list[Source]:
+        """Executes a started retrieval call: searches, reports the sources, ends the call.
+
+        The sources that passed the threshold are numbered; SourcesFound names the call and
+        comes only when something was found. A failed search ends the call with ERROR and
+        is raised; a deadline is raised with the call still open, for the run to time out.
+        """
+        try:
+            sources = self.book.add(await self._search(query, limit))
+        except DeadlineExceeded:
+            raise  # the run ends with TIMEOUT and closes every open call
+        except RagAgentError as exc:
+            await self.end_call(record, ToolCallStatus.ERROR, error=exc.message)
+            raise
+        if sources:
+            await self._emit(SourcesFound(record.id, sources))
+        await self.end_call(record, ToolCallStatus.COMPLETED, result=result_summary(sources))
+        return sources
+
+    async def _search(self, query: str, limit: int) -> list[ScoredChunk]:
         """Hits passing the threshold, best first, found within the deadline."""
         self.phase = "tool"
         if self.deadline.expired:
@@ -150,14 +176,14 @@ class Run:
             self._retrieval_s += time.perf_counter() - started
         return [hit for hit in hits if hit.score >= self.threshold]
 
-    async def report_sources(self, tool_call_id: str, sources: list[Source]) -> None:
-        await self._emit(SourcesFound(tool_call_id, sources))
-
     # --- tool calls -----------------------------------------------------------------------
-    async def start_call(self, call: ToolCallRequest, arguments: dict[str, Any]) -> ToolCallRecord:
+    async def start_call(
+        self, call_id: str, name: str, arguments: dict[str, Any]
+    ) -> ToolCallRecord:
+        """Records a call as EXECUTING (RunResult.tool_calls keeps the start order)."""
         record = ToolCallRecord(
-            id=call.id,
-            name=call.name,
+            id=call_id,
+            name=name,
             arguments=arguments,
             status=ToolCallStatus.EXECUTING,
             started_at=datetime.now(UTC),
@@ -197,9 +223,12 @@ class Run:
         temperature: float,
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: str | None = None,
-        hold: bool = False,
     ) -> Turn:
-        """Streams one turn into the answer, unless ``hold``: then nothing is written."""
+        """Streams one turn into the answer as it comes.
+
+        Text the model writes before asking for tools in the same turn is part of the
+        answer too: it has streamed before the turn's end says that tools come next.
+        """
         self.phase = "model"
         self.model_name = self.model_name or model.name  # until the endpoint names itself
         text: list[str] = []
@@ -213,10 +242,9 @@ class Run:
         async with aclosing(stream) as events:
             async for event in events:
                 if isinstance(event, TextDelta):
-                    if not hold:
-                        if not text and self._answer:
-                            await self.write("\n\n")  # a later turn starts a new paragraph
-                        await self.write(event.text)
+                    if not text and self._answer:
+                        await self.write("\n\n")  # a later turn starts a new paragraph
+                    await self.write(event.text)
                     text.append(event.text)
                     continue
                 self.usage += event.usage

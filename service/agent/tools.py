@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from service.domain import Source
 
 TOOL_NAME = "qdrant_retrieval"
+# Ids of the calls the server makes on its own; model ids look like "call_...".
+SERVER_CALL_PREFIX = "srv_"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 10
 MAX_QUERY_CHARS = 1000
@@ -51,6 +54,11 @@ RETRIEVAL_TOOL: dict[str, Any] = {
         },
     },
 }
+
+
+def server_call_id() -> str:
+    """A new id for a retrieval the strategy runs itself: "srv_" and 24 hex digits."""
+    return f"{SERVER_CALL_PREFIX}{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True, slots=True)

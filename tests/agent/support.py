@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +18,21 @@ from service.agent import (
     Completed,
     Heartbeat,
     OpenAIChatModel,
+    RunStarted,
+    SourcesFound,
+    ToolCallCompleted,
+    ToolCallStarted,
 )
 from service.agent.orchestrator import StrategyName
 from service.config import Settings
-from service.domain import Chunk, Deadline, ScoredChunk, SearchFilters
+from service.domain import (
+    Chunk,
+    Deadline,
+    ScoredChunk,
+    SearchFilters,
+    ToolCallRecord,
+    ToolCallStatus,
+)
 from service.retrieval.base import Embedder
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -140,3 +152,78 @@ def completed(events: Sequence[AgentEvent]) -> Completed:
 
 def answer_text(events: Sequence[AgentEvent]) -> str:
     return "".join(e.text for e in events if isinstance(e, AnswerDelta))
+
+
+SERVER_CALL_ID = re.compile(r"^srv_[0-9a-f]{24}$")
+
+# Phases of a run, as in tests/contract/streams.py: an event may only move the run forward.
+_PHASE = {
+    RunStarted: 0,
+    ToolCallStarted: 1,
+    SourcesFound: 1,
+    ToolCallCompleted: 1,
+    AnswerDelta: 2,
+    Completed: 3,
+}
+
+_ENDED = {ToolCallStatus.COMPLETED, ToolCallStatus.ERROR, ToolCallStatus.TIMEOUT}
+
+
+def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = False) -> None:
+    """Holds a finished run's events against the documented stream order.
+
+    RunStarted, then per retrieval ToolCallStarted, SourcesFound (only with sources, naming
+    the running call) and ToolCallCompleted, then AnswerDelta events, then Completed, with
+    heartbeats anywhere in between; the answer deltas add up to the answer, and
+    RunResult.tool_calls are the calls in start order, as they completed.
+
+    ``text_before_tools``: the agentic strategy's accepted exception, answer deltas
+    before a later turn's tool events (never while a call runs).
+    """
+    seen = [e for e in events if not isinstance(e, Heartbeat)]
+    assert seen, "no events"
+    assert isinstance(seen[0], RunStarted), f"the run starts with {seen[0]!r}"
+    result = completed(events).result
+    assert sum(isinstance(e, RunStarted | Completed) for e in seen) == 2
+    phase = 0
+    running: dict[str, ToolCallRecord] = {}
+    started: list[str] = []
+    ended: dict[str, ToolCallRecord] = {}
+    for position, event in enumerate(seen):
+        kind = _PHASE[type(event)]
+        if text_before_tools and phase == 2 and kind == 1:
+            phase = 1  # the exception: a later turn's tool calls
+        assert kind >= phase, f"event {position} ({type(event).__name__}) is out of order"
+        phase = kind
+        match event:
+            case ToolCallStarted(call=call):
+                assert call.id, f"event {position}: a tool call without id"
+                assert call.id not in started, f"event {position}: {call.id} started twice"
+                if SERVER_CALL_ID.match(call.id):
+                    assert call.name == "qdrant_retrieval"
+                    assert set(call.arguments) == {"query", "top_k"}
+                started.append(call.id)
+                running[call.id] = call
+            case SourcesFound(tool_call_id=call_id, sources=sources):
+                assert call_id in running, f"event {position}: sources of no running call"
+                assert sources, f"event {position}: SourcesFound without sources"
+            case ToolCallCompleted(call=call):
+                assert running.pop(call.id, None) is not None, f"{call.id} is not running"
+                assert call.status in _ENDED, f"{call.id} ended {call.status}"
+                ended[call.id] = call
+            case AnswerDelta(text=text):
+                assert text, f"event {position}: an empty AnswerDelta"
+                assert not running, f"event {position}: answer text while {running} run"
+    assert not running, f"calls never completed: {sorted(running)}"
+    assert answer_text(events) == result.answer
+    assert [c.id for c in result.tool_calls] == started, "tool_calls in start order"
+    assert result.tool_calls == [ended[c] for c in started]
+
+
+def server_calls(events: Sequence[AgentEvent]) -> list[ToolCallRecord]:
+    """The completed tool calls the strategy made on its own."""
+    return [
+        e.call
+        for e in events
+        if isinstance(e, ToolCallCompleted) and SERVER_CALL_ID.match(e.call.id)
+    ]

@@ -9,11 +9,12 @@ import pytest
 
 from service.agent import (
     NO_ANSWER_MESSAGE,
+    AgentEvent,
     SourcesFound,
     ToolCallCompleted,
     ToolCallStarted,
 )
-from service.agent.tools import RETRIEVAL_TOOL
+from service.agent.tools import RETRIEVAL_TOOL, format_sources
 from service.domain import (
     AnswerMode,
     ConversationTurn,
@@ -21,15 +22,19 @@ from service.domain import (
     SearchFilters,
     ToolCallStatus,
 )
+from service.errors import StoreUnavailable
 from tests.agent.conftest import AgentFactory
 from tests.agent.support import (
+    SERVER_CALL_ID,
     FakeRetriever,
     answer_text,
+    check_events,
     chunk,
     collect,
     completed,
     kinds,
     request,
+    server_calls,
 )
 from tests.fakes.openai_server import ChatReply, FakeOpenAI, ToolCallScript
 
@@ -53,34 +58,50 @@ async def test_tool_loop_from_question_to_cited_answer(
     retriever.add("URDF link definition", (LINK, 0.9), (INERTIA, 0.6), (JOINT, 0.4))
     fake_openai.script_chat(
         ChatReply.calls(call("URDF link definition", top_k=3)),
-        ChatReply.text("A link is a rigid body [1]. Its inertia is a matrix [2].", pieces=7),
+        ChatReply.text("A link is a rigid body [1]. Its inertia is a matrix [3].", pieces=7),
     )
     agent = build_agent(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
     assert kinds(events) == [
         "RunStarted",
-        "ToolCallStarted",
-        "SourcesFound",
-        "ToolCallCompleted",
-        *["AnswerDelta"] * (len(events) - 5),
+        *["ToolCallStarted", "SourcesFound", "ToolCallCompleted"] * 2,
+        *["AnswerDelta"] * (len(events) - 8),
         "Completed",
     ]
-    # The pre-check searches the question itself; the tool searches what the model asked.
+    # The first search is the server's, with the question; the tool searches what the
+    # model asked.
     assert retriever.queries == [QUESTION, "URDF link definition"]
-    assert retriever.calls[1].limit == 3
+    assert (retriever.calls[0].limit, retriever.calls[1].limit) == (5, 3)
 
-    started, found, ended = events[1], events[2], events[3]
+    first_started, first_found, first_ended = events[1:4]
+    assert isinstance(first_started, ToolCallStarted)
+    assert SERVER_CALL_ID.match(first_started.call.id)
+    assert first_started.call.name == "qdrant_retrieval"
+    assert first_started.call.arguments == {"query": QUESTION, "top_k": 5}
+    assert isinstance(first_found, SourcesFound)
+    assert first_found.tool_call_id == first_started.call.id
+    assert [(s.hit.chunk, s.citation) for s in first_found.sources] == [(LINK, 1), (JOINT, 2)]
+    assert isinstance(first_ended, ToolCallCompleted)
+    assert first_ended.call.id == first_started.call.id
+    assert first_ended.call.status is ToolCallStatus.COMPLETED
+    assert first_ended.call.result is not None
+    assert first_ended.call.result["hits"] == 2
+
+    started, found, ended = events[4:7]
     assert isinstance(started, ToolCallStarted)
+    assert started.call.id == "call_1"
     assert started.call.status is ToolCallStatus.EXECUTING
     assert started.call.arguments == {"query": "URDF link definition", "top_k": 3}
     assert isinstance(found, SourcesFound)
     assert found.tool_call_id == "call_1"
+    # Numbers are the run's: what the first search found keeps its number.
     assert [(s.hit.chunk, s.citation) for s in found.sources] == [
         (LINK, 1),
-        (INERTIA, 2),
-        (JOINT, 3),
+        (INERTIA, 3),
+        (JOINT, 2),
     ]
     assert isinstance(ended, ToolCallCompleted)
     assert ended.call.status is ToolCallStatus.COMPLETED
@@ -89,11 +110,11 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert ended.call.duration_s is not None
 
     result = completed(events).result
-    assert result.answer == "A link is a rigid body [1]. Its inertia is a matrix [2]."
+    assert result.answer == "A link is a rigid body [1]. Its inertia is a matrix [3]."
     assert answer_text(events) == result.answer
     assert [(s.hit.chunk, s.citation) for s in result.sources] == [
         (LINK, 1),
-        (INERTIA, 2),
+        (INERTIA, 3),
         (JOINT, 0),  # retrieved, not cited: last, without a number
     ]
     assert result.confidence == pytest.approx(0.6 * 0.9 + 0.4 * (0.9 + 0.6) / 2)
@@ -104,7 +125,8 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert (result.model, result.strategy) == ("fake-model", "agentic")
     assert result.answer_mode is AnswerMode.GENERATIVE
     assert (result.request_id, result.session_id) == ("req-1", "sess-1")
-    assert [c.id for c in result.tool_calls] == ["call_1"]
+    assert [c.id for c in result.tool_calls] == [first_started.call.id, "call_1"]
+    assert result.tool_calls == [first_ended.call, ended.call]
     assert result.timings.time_to_first_token_s is not None
     assert 0 < result.timings.retrieval_s <= result.timings.total_s
     assert result.timings.time_to_first_token_s <= result.timings.total_s
@@ -127,7 +149,9 @@ async def test_what_the_model_is_sent(
     assert first.body["temperature"] == 0.7
     assert first.body["tools"] == [RETRIEVAL_TOOL]
     assert [m["role"] for m in first.messages] == ["system", "user"]
-    assert "[1]" in first.messages[0]["content"], "the prompt asks for [n] citations"
+    system = first.messages[0]["content"]
+    assert "like [1] or [2][3]" in system, "the prompt asks for [n] citations"
+    assert system.endswith(f"[1] Urdf Link\n{LINK.text}"), "the first search's sources"
     assert first.messages[1]["content"] == QUESTION
 
     assistant, tool = second.messages[2], second.messages[3]
@@ -182,13 +206,16 @@ async def test_two_calls_in_one_turn_run_concurrently_and_share_numbering(
 
     assert retriever.most_running == 2
     assert took < 0.95, "two 0.5 s searches ran side by side"
+    check_events(events)
     tool_events = [k for k in kinds(events) if k.startswith(("Tool", "Sources"))]
-    assert tool_events[:2] == ["ToolCallStarted", "ToolCallStarted"]
-    assert sorted(tool_events[2:]) == sorted(["SourcesFound", "ToolCallCompleted"] * 2)
+    assert tool_events[:3] == ["ToolCallStarted", "SourcesFound", "ToolCallCompleted"]
+    assert tool_events[3:5] == ["ToolCallStarted", "ToolCallStarted"]
+    assert sorted(tool_events[5:]) == sorted(["SourcesFound", "ToolCallCompleted"] * 2)
 
     result = completed(events).result
     numbers = {s.hit.chunk.chunk_id: s.citation for s in result.sources}
-    assert len(result.sources) == 3, "the link found twice is one source"
+    assert len(result.sources) == 3, "the link found three times is one source"
+    assert numbers[LINK.chunk_id] == 1
     assert numbers[JOINT.chunk_id] == 3
     assert result.answer == "Links [1] and joints [3]."
     # The model reads one result per call, in the order of its calls.
@@ -215,10 +242,14 @@ async def test_bad_arguments_become_errors_the_model_reads(
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
     result = completed(events).result
     assert result.status is ResponseStatus.SUCCESS
     assert result.answer == "Rigid bodies [1]."
-    statuses = [(c.id, c.status) for c in result.tool_calls]
+    first, *model_calls = result.tool_calls
+    assert SERVER_CALL_ID.match(first.id)
+    assert first.status is ToolCallStatus.COMPLETED
+    statuses = [(c.id, c.status) for c in model_calls]
     assert statuses == [
         ("c1", ToolCallStatus.ERROR),
         ("c2", ToolCallStatus.ERROR),
@@ -226,7 +257,7 @@ async def test_bad_arguments_become_errors_the_model_reads(
         ("c4", ToolCallStatus.ERROR),
         ("c5", ToolCallStatus.COMPLETED),
     ]
-    c1, c2, c3, c4, _ = result.tool_calls
+    c1, c2, c3, c4, _ = model_calls
     assert "between 1 and 10" in c1.error
     assert c2.arguments == {"raw": "{query: links"}
     assert "not valid JSON" in c2.error
@@ -236,8 +267,10 @@ async def test_bad_arguments_become_errors_the_model_reads(
     errors = [m["content"] for m in fake_openai.chat_requests[1].messages if m["role"] == "tool"]
     assert len(errors) == 4
     assert all(text.startswith("Error:") for text in errors)
-    failed = [e for e in events if isinstance(e, ToolCallCompleted)][:4]
+    failed = [e for e in events if isinstance(e, ToolCallCompleted)][1:5]
     assert all(e.call.status is ToolCallStatus.ERROR for e in failed)
+    found = [e.tool_call_id for e in events if isinstance(e, SourcesFound)]
+    assert found == [first.id, "c5"], "a refused call finds nothing"
 
 
 async def test_nothing_relevant_means_no_answer_and_no_model_call(
@@ -249,47 +282,174 @@ async def test_nothing_relevant_means_no_answer_and_no_model_call(
 
     assert fake_openai.chat_requests == []
     assert retriever.calls[0].threshold == 0.5
-    assert kinds(events) == ["RunStarted", "AnswerDelta", "Completed"]
+    check_events(events)
+    # The search is still reported; having found nothing, it has no SourcesFound.
+    assert kinds(events) == [
+        "RunStarted",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "AnswerDelta",
+        "Completed",
+    ]
     result = completed(events).result
     assert result.status is ResponseStatus.NO_ANSWER
     assert result.answer == NO_ANSWER_MESSAGE == answer_text(events)
     assert result.finish_reason == "no_answer"
-    assert (result.sources, result.confidence, result.tool_calls) == ([], 0.0, [])
+    assert (result.sources, result.confidence) == ([], 0.0)
+    [search] = result.tool_calls
+    assert SERVER_CALL_ID.match(search.id)
+    assert (search.name, search.status) == ("qdrant_retrieval", ToolCallStatus.COMPLETED)
+    assert search.arguments == {"query": "How do I bake bread?", "top_k": 5}
+    assert search.result == {"hits": 0, "sources": []}
     assert result.usage.total_tokens == 0
 
 
-async def test_searching_in_vain_gives_no_answer_instead_of_the_models_guess(
+async def test_a_direct_answer_cites_the_first_searchs_sources(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8), (JOINT, 0.6))
+    fake_openai.script_chat(ChatReply.text("Links are rigid bodies [1], joined by joints [2]."))
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    check_events(events)
+    assert kinds(events)[:4] == [
+        "RunStarted",
+        "ToolCallStarted",
+        "SourcesFound",
+        "ToolCallCompleted",
+    ]
+    # The model read the numbered sources in its very first request, with the tool offered.
+    [sent] = fake_openai.chat_requests
+    assert sent.body["tools"] == [RETRIEVAL_TOOL]
+    system = sent.messages[0]["content"]
+    assert system.endswith(format_sources(completed(events).result.sources))
+    assert f"[1] Urdf Link\n{LINK.text}\n\n[2] Urdf Joint\n{JOINT.text}" in system
+    assert sent.messages[-1] == {"role": "user", "content": QUESTION}
+
+    result = completed(events).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.answer == "Links are rigid bodies [1], joined by joints [2]."
+    assert [(s.hit.chunk, s.citation) for s in result.sources] == [(LINK, 1), (JOINT, 2)]
+    assert result.confidence == pytest.approx(0.6 * 0.8 + 0.4 * 0.7)
+    [search] = result.tool_calls
+    assert search.arguments == {"query": QUESTION, "top_k": 5}
+    assert search.result is not None
+    assert search.result["hits"] == 2
+    assert retriever.queries == [QUESTION], "the model did not search again"
+
+
+async def test_an_uncited_answer_has_the_first_sources_without_numbers(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    retriever.add(QUESTION, (LINK, 0.8))
+    fake_openai.script_chat(ChatReply.text("Links are parts of a robot [4]."))
+    agent = build_agent(retriever)
+
+    events = await collect(agent.run(request(QUESTION)))
+
+    check_events(events)
+    result = completed(events).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.answer == "Links are parts of a robot."  # [4] does not exist
+    assert [(s.hit.chunk, s.citation) for s in result.sources] == [(LINK, 0)]
+    assert result.confidence == 0.0
+
+
+async def test_a_search_in_vain_is_reported_and_the_model_answers_from_what_it_has(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.4))
     fake_openai.script_chat(
         ChatReply.calls(call("something unrelated")),
-        ChatReply.text("I believe a link is a chain element."),
+        ChatReply.text("A link is a rigid body [1]."),
     )
     agent = build_agent(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
+    assert kinds(events) == [
+        "RunStarted",
+        *["ToolCallStarted", "SourcesFound", "ToolCallCompleted"],
+        *["ToolCallStarted", "ToolCallCompleted"],  # found nothing: no SourcesFound
+        *["AnswerDelta"] * (len(events) - 7),
+        "Completed",
+    ]
+    [tool] = [m for m in fake_openai.chat_requests[1].messages if m["role"] == "tool"]
+    assert tool["content"] == format_sources([])
     result = completed(events).result
-    assert result.status is ResponseStatus.NO_ANSWER
-    assert result.answer == NO_ANSWER_MESSAGE == answer_text(events)
-    assert "chain" not in answer_text(events)
-    assert [c.status for c in result.tool_calls] == [ToolCallStatus.COMPLETED]
+    assert result.status is ResponseStatus.SUCCESS
+    assert result.answer == "A link is a rigid body [1]."
+    assert [c.status for c in result.tool_calls] == [ToolCallStatus.COMPLETED] * 2
+    assert result.tool_calls[1].result == {"hits": 0, "sources": []}
 
 
-async def test_an_answer_without_searching_has_no_sources(
+async def test_text_before_a_tool_call_streams_and_stays_in_the_answer(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
 ) -> None:
+    """The accepted exception to the order: the text streamed before the calls were known."""
     retriever.add(QUESTION, (LINK, 0.8))
-    fake_openai.script_chat(ChatReply.text("Links are parts of a robot [1]."))
+    retriever.add("URDF inertia", (INERTIA, 0.7))
+    fake_openai.script_chat(
+        ChatReply(
+            deltas=["Links are ", "rigid [1]. ", "Let me check inertia."],
+            tool_calls=[call("URDF inertia")],
+        ),
+        ChatReply.text("Inertia is a matrix [2].", pieces=2),
+    )
     agent = build_agent(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events, text_before_tools=True)
+    with pytest.raises(AssertionError, match="out of order"):
+        check_events(events)
+    shape = kinds(events)
+    tool_at = shape.index("ToolCallStarted", 4)
+    before, after = shape[4:tool_at], shape[tool_at + 3 : -1]
+    assert before, "the first turn's text streamed before its calls were known"
+    assert set(before) == {"AnswerDelta"}
+    assert shape[tool_at : tool_at + 3] == ["ToolCallStarted", "SourcesFound", "ToolCallCompleted"]
+    assert after
+    assert set(after) == {"AnswerDelta"}
     result = completed(events).result
-    assert result.status is ResponseStatus.SUCCESS
-    assert result.answer == "Links are parts of a robot."  # nothing to cite
-    assert (result.sources, result.confidence, result.tool_calls) == ([], 0.0, [])
+    assert result.answer == (
+        "Links are rigid [1]. Let me check inertia.\n\nInertia is a matrix [2]."
+    )
+    assert answer_text(events) == result.answer
+    assert [s.citation for s in result.sources] == [1, 2]
+    # The model reads its own text back with its calls.
+    assistant = fake_openai.chat_requests[1].messages[2]
+    assert assistant["content"] == "Links are rigid [1]. Let me check inertia."
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_1"]
+
+
+async def test_a_failing_first_search_is_an_errored_tool_call(
+    fake_openai: FakeOpenAI, build_agent: AgentFactory
+) -> None:
+    class BrokenStore(FakeRetriever):
+        async def search(self, query: str, **kwargs: object) -> list:  # type: ignore[type-arg]
+            raise StoreUnavailable("qdrant is down")
+
+    agent = build_agent(BrokenStore())
+    events: list[AgentEvent] = []
+
+    async def consume() -> None:
+        async for event in agent.run(request(QUESTION)):
+            events.append(event)
+
+    with pytest.raises(StoreUnavailable):
+        await consume()
+
+    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted"]
+    started, ended = events[1], events[2]
+    assert isinstance(started, ToolCallStarted)
+    assert isinstance(ended, ToolCallCompleted)
+    assert ended.call.id == started.call.id
+    assert (ended.call.status, ended.call.error) == (ToolCallStatus.ERROR, "qdrant is down")
+    assert fake_openai.chat_requests == []
 
 
 async def test_tool_rounds_are_limited(
@@ -306,10 +466,13 @@ async def test_tool_rounds_are_limited(
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
     result = completed(events).result
     assert result.finish_reason == "max_tool_rounds"
     assert result.answer == "So far: links [1]."
-    assert [c.id for c in result.tool_calls] == ["r1", "r2"], "the third call never ran"
+    first, *model_calls = result.tool_calls
+    assert SERVER_CALL_ID.match(first.id)
+    assert [c.id for c in model_calls] == ["r1", "r2"], "the third call never ran"
     last = fake_openai.chat_requests[-1]
     assert last.body["tool_choice"] == "none"
     assert "tool_choice" not in fake_openai.chat_requests[0].body
@@ -318,7 +481,8 @@ async def test_tool_rounds_are_limited(
 async def test_earlier_turns_are_sent_before_the_question(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
 ) -> None:
-    retriever.add("And its sensors?", (LINK, 0.8))
+    # A follow-up is searched together with the previous question, which names its subject.
+    retriever.add("What are its joints?\nAnd its sensors?", (LINK, 0.8))
     fake_openai.script_chat(ChatReply.text("Cameras."))
     history = [
         ConversationTurn("What is a humanoid?", "A robot shaped like a human [1]."),
@@ -326,8 +490,10 @@ async def test_earlier_turns_are_sent_before_the_question(
     ]
     agent = build_agent(retriever)
 
-    await collect(agent.run(request("And its sensors?", history=history)))
+    events = await collect(agent.run(request("And its sensors?", history=history)))
 
+    [search] = completed(events).result.tool_calls
+    assert search.arguments == {"query": "What are its joints?\nAnd its sensors?", "top_k": 5}
     messages = fake_openai.chat_requests[0].messages
     assert [(m["role"], m["content"]) for m in messages[1:]] == [
         ("user", "What is a humanoid?"),
@@ -345,8 +511,22 @@ async def test_request_options_reach_the_store(
     filters = SearchFilters(module="module-01")
     agent = build_agent(retriever, confidence_threshold=0.42)
 
-    await collect(agent.run(request(QUESTION, filters=filters, max_results=7)))
+    events = await collect(agent.run(request(QUESTION, filters=filters, max_results=7)))
 
     [search] = retriever.calls
     assert (search.filters, search.threshold, search.limit) == (filters, 0.42, 7)
     assert search.deadline is not None
+    [recorded] = completed(events).result.tool_calls
+    assert recorded.arguments == {"query": QUESTION, "top_k": 7}
+
+
+async def test_server_call_ids_are_new_for_every_run(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    agent = build_agent(retriever)
+
+    runs = [await collect(agent.run(request(QUESTION))) for _ in range(3)]
+
+    ids = [call.id for events in runs for call in server_calls(events)]
+    assert len(ids) == len(set(ids)) == 3
+    assert all(SERVER_CALL_ID.match(i) for i in ids)

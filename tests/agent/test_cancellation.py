@@ -12,8 +12,10 @@ from service.domain import Deadline, ResponseStatus, ToolCallStatus
 from service.errors import DeadlineExceeded
 from tests.agent.conftest import AgentFactory
 from tests.agent.support import (
+    SERVER_CALL_ID,
     FakeRetriever,
     answer_text,
+    check_events,
     chunk,
     collect,
     completed,
@@ -123,8 +125,14 @@ async def test_deadline_during_a_tool_call_ends_in_timeout(
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.5))))
 
     assert time.monotonic() - began < 1.5
-    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted", "Completed"]
-    ended = events[2]
+    check_events(events)
+    assert kinds(events) == [
+        "RunStarted",
+        *["ToolCallStarted", "SourcesFound", "ToolCallCompleted"],  # the first search
+        *["ToolCallStarted", "ToolCallCompleted"],
+        "Completed",
+    ]
+    ended = events[5]
     assert isinstance(ended, ToolCallCompleted)
     assert ended.call.status is ToolCallStatus.TIMEOUT
     assert "deadline" in ended.call.error
@@ -132,8 +140,32 @@ async def test_deadline_during_a_tool_call_ends_in_timeout(
     assert result.status is ResponseStatus.TIMEOUT
     assert result.finish_reason == "timeout"
     assert result.answer == ""
-    assert [c.status for c in result.tool_calls] == [ToolCallStatus.TIMEOUT]
+    assert [c.status for c in result.tool_calls] == [
+        ToolCallStatus.COMPLETED,
+        ToolCallStatus.TIMEOUT,
+    ]
     assert len(fake_openai.chat_requests) == 1
+
+
+@pytest.mark.parametrize("strategy", ["agentic", "retrieve_first"])
+async def test_deadline_during_the_strategys_own_search_ends_in_timeout(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory, strategy: str
+) -> None:
+    retriever.delays[QUESTION] = 5.0
+    agent = build_agent(retriever, strategy=strategy)
+
+    began = time.monotonic()
+    events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.3))))
+
+    assert time.monotonic() - began < 1.5
+    check_events(events)
+    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted", "Completed"]
+    result = completed(events).result
+    assert result.status is ResponseStatus.TIMEOUT
+    [search] = result.tool_calls
+    assert SERVER_CALL_ID.match(search.id)
+    assert search.status is ToolCallStatus.TIMEOUT
+    assert fake_openai.chat_requests == []
 
 
 async def test_deadline_mid_answer_keeps_the_answer_so_far(
@@ -144,6 +176,7 @@ async def test_deadline_mid_answer_keeps_the_answer_so_far(
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.6))))
 
+    check_events(events)
     result = completed(events).result
     assert result.status is ResponseStatus.TIMEOUT
     assert result.answer
@@ -175,7 +208,10 @@ async def test_a_deadline_already_gone_times_out_at_once(
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.0))))
 
-    assert completed(events).result.status is ResponseStatus.TIMEOUT
+    check_events(events)
+    result = completed(events).result
+    assert result.status is ResponseStatus.TIMEOUT
+    assert [c.status for c in result.tool_calls] == [ToolCallStatus.TIMEOUT]
     assert retriever.calls == []
     assert fake_openai.chat_requests == []
 

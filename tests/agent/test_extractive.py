@@ -8,16 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.agent import AgentRequest
+from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
 from service.agent.extractive import choose, split_sentences
-from service.domain import AnswerMode, ResponseStatus
+from service.domain import AnswerMode, ResponseStatus, ToolCallStatus
 from service.retrieval.base import Embedder
 from tests.agent.support import (
+    SERVER_CALL_ID,
     FakeRetriever,
     answer_text,
+    check_events,
     chunk,
     collect,
     completed,
+    kinds,
     make_agent,
     request,
 )
@@ -85,23 +88,38 @@ def store() -> FakeRetriever:
     return retriever
 
 
-async def answer(embedder: Embedder, query: AgentRequest, sentences: int = 3) -> list[object]:
+async def answer(embedder: Embedder, query: AgentRequest, sentences: int = 3) -> list[AgentEvent]:
     agent, _ = make_agent(
         None, store(), strategy="extractive", embedder=embedder, extractive_sentences=sentences
     )
-    return list(await collect(agent.run(query)))
+    events = await collect(agent.run(query))
+    check_events(events)
+    return events
 
 
 async def test_quotes_the_most_relevant_sentences_with_citations(embedder: Embedder) -> None:
     events = await answer(embedder, request(QUESTION))
 
-    result = completed(events).result  # type: ignore[arg-type]
+    shape = kinds(events)
+    assert shape[:4] == ["RunStarted", "ToolCallStarted", "SourcesFound", "ToolCallCompleted"]
+    assert set(shape[4:-1]) == {"AnswerDelta"}
+    started, found = events[1], events[2]
+    assert isinstance(started, ToolCallStarted)
+    assert SERVER_CALL_ID.match(started.call.id)
+    assert started.call.arguments == {"query": QUESTION, "top_k": 5}
+    assert isinstance(found, SourcesFound)
+    assert found.tool_call_id == started.call.id
+    result = completed(events).result
+    [search] = result.tool_calls
+    assert (search.id, search.status) == (started.call.id, ToolCallStatus.COMPLETED)
+    assert search.result is not None
+    assert search.result["hits"] == 4
     assert result.status is ResponseStatus.SUCCESS
     assert (result.finish_reason, result.strategy) == ("extractive", "extractive")
     assert result.answer_mode is AnswerMode.EXTRACTIVE
     assert result.model == embedder.model_name
     assert result.usage.total_tokens == 0
-    assert result.answer == answer_text(events)  # type: ignore[arg-type]
+    assert result.answer == answer_text(events)
     assert result.answer.startswith(
         "A link in URDF describes one rigid body of the robot with its inertial, visual and "
         "collision properties."
@@ -119,15 +137,15 @@ async def test_quotes_the_most_relevant_sentences_with_citations(embedder: Embed
 
 
 async def test_is_deterministic(embedder: Embedder) -> None:
-    first = completed(await answer(embedder, request(QUESTION))).result  # type: ignore[arg-type]
-    second = completed(await answer(embedder, request(QUESTION))).result  # type: ignore[arg-type]
+    first = completed(await answer(embedder, request(QUESTION))).result
+    second = completed(await answer(embedder, request(QUESTION))).result
     assert first.answer == second.answer
 
 
 async def test_paragraphs_follow_the_sources_in_order(embedder: Embedder) -> None:
     events = await answer(embedder, request(QUESTION), sentences=5)
 
-    result = completed(events).result  # type: ignore[arg-type]
+    result = completed(events).result
     paragraphs = result.answer.split("\n\n")
     numbers = [int(re.findall(r"\[(\d+)\]$", p)[0]) for p in paragraphs]
     assert numbers == sorted(numbers)
@@ -136,7 +154,16 @@ async def test_paragraphs_follow_the_sources_in_order(embedder: Embedder) -> Non
 
 async def test_nothing_found_is_no_answer(embedder: Embedder) -> None:
     events = await answer(embedder, request("How do I bake bread?"))
-    assert completed(events).result.status is ResponseStatus.NO_ANSWER  # type: ignore[arg-type]
+    result = completed(events).result
+    assert result.status is ResponseStatus.NO_ANSWER
+    assert kinds(events) == [
+        "RunStarted",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "AnswerDelta",
+        "Completed",
+    ]
+    assert [c.result for c in result.tool_calls] == [{"hits": 0, "sources": []}]
 
 
 def test_splits_prose_and_skips_code_headings_and_tables() -> None:

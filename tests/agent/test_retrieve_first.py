@@ -6,12 +6,22 @@ import random
 
 import pytest
 
-from service.agent import NO_ANSWER_MESSAGE, AnswerDelta, SourcesFound
-from service.domain import AnswerMode, ConversationTurn, ResponseStatus
+from service.agent import (
+    NO_ANSWER_MESSAGE,
+    AgentEvent,
+    AnswerDelta,
+    SourcesFound,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from service.domain import AnswerMode, ConversationTurn, ResponseStatus, ToolCallStatus
+from service.errors import StoreUnavailable
 from tests.agent.conftest import AgentFactory
 from tests.agent.support import (
+    SERVER_CALL_ID,
     FakeRetriever,
     answer_text,
+    check_events,
     chunk,
     collect,
     completed,
@@ -34,16 +44,31 @@ async def test_searches_once_then_answers_from_the_numbered_sources(
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
     assert kinds(events) == [
         "RunStarted",
+        "ToolCallStarted",
         "SourcesFound",
+        "ToolCallCompleted",
         *["AnswerDelta"] * 4,
         "Completed",
     ]
-    found = events[1]
+    started, found, ended = events[1:4]
+    # The strategy's own search is a tool call too, with an id of the server's.
+    assert isinstance(started, ToolCallStarted)
+    assert SERVER_CALL_ID.match(started.call.id)
+    assert started.call.name == "qdrant_retrieval"
+    assert started.call.arguments == {"query": QUESTION, "top_k": 5}
+    assert started.call.status is ToolCallStatus.EXECUTING
     assert isinstance(found, SourcesFound)
-    assert found.tool_call_id == "", "a retrieval of the strategy's own, not a tool call"
+    assert found.tool_call_id == started.call.id
     assert [s.citation for s in found.sources] == [1, 2]
+    assert isinstance(ended, ToolCallCompleted)
+    assert ended.call.id == started.call.id
+    assert ended.call.status is ToolCallStatus.COMPLETED
+    assert ended.call.result is not None
+    assert ended.call.result["hits"] == 2
+    assert [s["citation"] for s in ended.call.result["sources"]] == [1, 2]
 
     [sent] = fake_openai.chat_requests
     assert "tools" not in sent.body
@@ -56,7 +81,7 @@ async def test_searches_once_then_answers_from_the_numbered_sources(
     assert result.answer == "It has 28 joints [1]." == answer_text(events)
     assert [(s.hit.chunk, s.citation) for s in result.sources] == [(JOINTS, 1), (SENSORS, 0)]
     assert result.confidence == pytest.approx(0.9)
-    assert result.tool_calls == []
+    assert result.tool_calls == [ended.call]
     assert (result.strategy, result.answer_mode) == ("retrieve_first", AnswerMode.GENERATIVE)
     assert result.usage.total_tokens == 18
 
@@ -71,7 +96,11 @@ async def test_a_follow_up_is_searched_with_the_previous_question(
 
     events = await collect(agent.run(request("What about its sensors?", history=history)))
 
-    assert completed(events).result.answer == "Two cameras and an IMU [1]."
+    check_events(events)
+    result = completed(events).result
+    assert result.answer == "Two cameras and an IMU [1]."
+    [search] = result.tool_calls
+    assert search.arguments == {"query": f"{QUESTION}\nWhat about its sensors?", "top_k": 5}
     messages = fake_openai.chat_requests[0].messages
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[-1]["content"] == "What about its sensors?"
@@ -85,12 +114,49 @@ async def test_nothing_found_is_no_answer_without_a_model_call(
     events = await collect(agent.run(request(QUESTION)))
 
     assert fake_openai.chat_requests == []
+    check_events(events)
+    assert kinds(events) == [
+        "RunStarted",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "AnswerDelta",
+        "Completed",
+    ]
     result = completed(events).result
     assert (result.status, result.answer, result.finish_reason) == (
         ResponseStatus.NO_ANSWER,
         NO_ANSWER_MESSAGE,
         "no_answer",
     )
+    [search] = result.tool_calls
+    assert (search.status, search.result) == (
+        ToolCallStatus.COMPLETED,
+        {"hits": 0, "sources": []},
+    )
+
+
+async def test_a_failing_search_is_an_errored_tool_call(
+    fake_openai: FakeOpenAI, build_agent: AgentFactory
+) -> None:
+    class BrokenStore(FakeRetriever):
+        async def search(self, query: str, **kwargs: object) -> list:  # type: ignore[type-arg]
+            raise StoreUnavailable("qdrant is down")
+
+    agent = build_agent(BrokenStore(), strategy="retrieve_first")
+    events: list[AgentEvent] = []
+
+    async def consume() -> None:
+        async for event in agent.run(request(QUESTION)):
+            events.append(event)
+
+    with pytest.raises(StoreUnavailable):
+        await consume()
+
+    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted"]
+    ended = events[2]
+    assert isinstance(ended, ToolCallCompleted)
+    assert (ended.call.status, ended.call.error) == (ToolCallStatus.ERROR, "qdrant is down")
+    assert fake_openai.chat_requests == []
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -107,6 +173,7 @@ async def test_an_invented_citation_never_reaches_the_caller(
 
     events = await collect(agent.run(request(QUESTION)))
 
+    check_events(events)
     result = completed(events).result
     assert result.answer == "It has 28 joints [1] and cameras [2]. Source:."
     assert answer_text(events) == result.answer

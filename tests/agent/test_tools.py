@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.agent.tools import RetrievalArguments, format_sources, parse_call
+from service.agent.tools import RetrievalArguments, format_sources, parse_call, server_call_id
 from service.domain import ScoredChunk, Source
-from tests.agent.support import chunk
+from tests.agent.support import SERVER_CALL_ID, chunk
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,9 @@ def test_results_are_numbered_for_the_model() -> None:
     text = format_sources([Source(ScoredChunk(link, 0.9), 4)])
     assert text == "[4] URDF > Links (https://u)\nLinks are rigid."
     assert "No passage" in format_sources([])
+
+
+def test_server_call_ids_are_recognisable_and_unique() -> None:
+    ids = {server_call_id() for _ in range(100)}
+    assert len(ids) == 100
+    assert all(SERVER_CALL_ID.match(i) for i in ids)
