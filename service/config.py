@@ -126,7 +126,12 @@ class Settings(BaseSettings):
     embedding_max_tokens: int = Field(
         256, ge=16, le=8192, description="Token limit of one embedded text (longer is cut)."
     )
-    embedding_batch_size: int = Field(32, ge=1, le=1024, description="Texts per embedding batch.")
+    embedding_batch_size: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="Texts per embedding batch (small batches waste less on padding).",
+    )
     embedding_threads: int | None = Field(
         None, ge=1, description="ONNX runtime threads for fastembed; unset = all cores."
     )

@@ -40,8 +40,10 @@ _PHASE = {
     "tool_call_started": 1,
     "sources_found": 1,
     "tool_call_completed": 1,
-    "answer_delta": 2,
-    "completed": 3,
+    # A model may write text before asking for a tool in the same turn; that text streams as
+    # it comes, so deltas and later tool calls interleave (never while a call runs).
+    "answer_delta": 1,
+    "completed": 2,
 }
 
 

@@ -292,6 +292,8 @@ class AskStreamResponse(_message.Message):
     Every retrieval is reported as a `qdrant_retrieval` tool call, including those a strategy
     runs on its own (retrieve_first, extractive, and the agentic strategy's first search), so
     `sources_found.tool_call_id` always names the call that found the sources.
+    Answer text streams as the model writes it: when a model writes text and then asks for a
+    tool in the same turn, that text arrives before the tool call's events (never during one).
     `heartbeat` events may come at any point while the server waits on the model or the store.
     Concatenating the `answer_delta.text` of all events gives exactly `completed.answer`.
     """
