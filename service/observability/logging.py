@@ -13,6 +13,16 @@ from typing import Literal
 import structlog
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is at the time of writing (tests and embedders replace it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(
     level: str = "INFO", fmt: Literal["auto", "json", "console"] = "auto"
 ) -> None:
@@ -36,10 +46,10 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_Stderr())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(processors=[*shared, renderer], foreign_pre_chain=[])
     )
