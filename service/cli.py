@@ -7,10 +7,10 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from service.commands import ask, demo, serve
+from service.commands import ask, demo, evaluate, ingest, serve
 from service.errors import ConfigurationError, RagAgentError
 
-COMMANDS = (serve, ask, demo)
+COMMANDS = (serve, ask, demo, ingest, evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,14 +20,23 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
+from ragagent.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    corpus_pb2,
+    corpus_pb2_grpc,
+    session_pb2,
+    session_pb2_grpc,
+)
 
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.api.agent import AgentServicer
+from service.api.corpus import CorpusServicer
 from service.api.interceptor import ServerInterceptor
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
+from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
@@ -38,6 +47,7 @@ from service.sessions import SessionPurger, SessionStore, open_session_store
 log = get_logger("ragagent.server")
 
 AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"].full_name
 SESSION_SERVICE = session_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
@@ -180,7 +190,14 @@ class AgentServer:
             ),
             self._server,
         )
-        self._services = [AGENT_SERVICE]
+        # One servicer per server: it serialises ingests with a lock of its own.
+        ingestor = Ingestor(
+            runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size
+        )
+        corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
+            CorpusServicer(ingestor, runtime.store), self._server
+        )
+        self._services = [AGENT_SERVICE, CORPUS_SERVICE]
         if runtime.sessions is not None:
             session_pb2_grpc.add_SessionServiceServicer_to_server(
                 SessionServicer(runtime.sessions), self._server

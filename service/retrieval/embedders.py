@@ -112,7 +112,8 @@ class FastEmbedEmbedder:
         work = asyncio.to_thread(self._embed_sync, list(texts))
         left = deadline.remaining() if deadline else None
         try:
-            return await asyncio.wait_for(work, timeout=left)
+            async with asyncio.timeout(left):  # not wait_for: it can swallow a cancellation
+                return await work
         except TimeoutError:
             raise DeadlineExceeded("the deadline ran out while embedding") from None
 

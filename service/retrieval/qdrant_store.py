@@ -106,7 +106,10 @@ class QdrantStore:
                 work.close()
             raise DeadlineExceeded(f"the deadline ran out before {what}")
         try:
-            return await asyncio.wait_for(work, timeout=timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # coincides with the result, and a cancelled call must stay cancelled.
+            async with asyncio.timeout(timeout):
+                return await work
         except TimeoutError:
             raise DeadlineExceeded(f"the vector store did not answer in time ({what})") from None
         except RagAgentError:

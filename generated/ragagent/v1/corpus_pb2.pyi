@@ -253,7 +253,10 @@ class DocumentInfo(_message.Message):
     chunk_count: _builtins.int
     """Number of chunks stored for the document."""
     content_hash: _builtins.str
-    """SHA-256 (hex) of the document's text as ingested."""
+    """SHA-256 (hex) identifying the indexed version: it covers the document's text and the
+    ingestion configuration (parser, chunker, embedding model, base URL), so it changes when
+    either does.
+    """
     @_builtins.property
     def ingested_at(self) -> _timestamp_pb2.Timestamp:
         """When the document's current version was ingested."""
