@@ -191,9 +191,7 @@ class AgentServer:
             self._server,
         )
         # One servicer per server: it serialises ingests with a lock of its own.
-        ingestor = Ingestor(
-            runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size
-        )
+        ingestor = Ingestor(runtime.embedder, runtime.store)
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
             CorpusServicer(ingestor, runtime.store), self._server
         )

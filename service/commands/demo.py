@@ -56,9 +56,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     )
     runtime = await Runtime.open(settings)
     try:
-        ingestor = Ingestor(
-            runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size
-        )
+        ingestor = Ingestor(runtime.embedder, runtime.store)
         summary = await ingestor.ingest(load_documents(args.corpus), base_url=args.base_url)
         out.write(
             f"ingested {args.corpus}: {summary.added} added, {summary.updated} updated, "

@@ -167,9 +167,7 @@ async def ingest_local(
         open_runtime = Runtime.open
     runtime = await open_runtime(settings)
     try:
-        ingestor = Ingestor(
-            runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size
-        )
+        ingestor = Ingestor(runtime.embedder, runtime.store)
         tally = IngestTally(then=progress)
         summary = await ingestor.ingest(documents, base_url=base_url, prune=prune, progress=tally)
     finally:

@@ -103,14 +103,18 @@ Progress = Callable[[IngestEvent], None]
 
 
 class Ingestor:
-    """Chunks, embeds and stores documents through the injected embedder and store."""
+    """Chunks, embeds and stores documents through the injected embedder and store.
+
+    ``batch_size`` is how many chunks go to the embedder in one call, across documents; the
+    embedder splits them into its own model batches.
+    """
 
     def __init__(
         self,
         embedder: Embedder,
         store: ChunkStore,
         *,
-        batch_size: int = 32,
+        batch_size: int = 128,
         chunker: Chunker | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -194,11 +198,29 @@ class Ingestor:
 
         known = await self._store.document_hashes(deadline=deadline)
         seen: set[str] = set()
-        async for document in _aiter(documents):
-            _check_deadline(deadline, summary)
-            _validate_path(document.path, seen)
-            seen.add(document.path)
-            report(await self._ingest_one(document, base_url, known, deadline))
+        # Documents are embedded in groups: one large call, ordered by length inside the
+        # embedder, pads far less than a small one per document (measured on the textbook:
+        # ingest / embedding alone 1.33 -> 1.11). Each document is still written whole.
+        pending: list[PreparedDocument] = []
+        try:
+            async for document in _aiter(documents):
+                _check_deadline(deadline, summary)
+                _validate_path(document.path, seen)
+                seen.add(document.path)
+                prepared = self._prepare_changed(document, base_url, known)
+                if prepared is None:
+                    report(IngestEvent(document.path, DocumentStatus.UNCHANGED))
+                elif not prepared.chunks:
+                    report(await self._write(prepared, [], known, deadline))
+                else:
+                    pending.append(prepared)
+                    if sum(len(p.chunks) for p in pending) >= self._batch_size:
+                        await self._flush(pending, known, deadline, report)
+        except InvalidArgument:
+            # Bad input ends the run, but what arrived before it is good: keep it.
+            await self._flush(pending, known, deadline, report)
+            raise
+        await self._flush(pending, known, deadline, report)
         if prune:
             for document_id in await self._stored_ids(deadline):
                 if document_id not in seen:
@@ -208,21 +230,43 @@ class Ingestor:
         summary.duration_s = time.monotonic() - started
         return summary
 
-    async def _ingest_one(
+    def _prepare_changed(
+        self, document: SourceDocument, base_url: str, known: dict[str, str]
+    ) -> PreparedDocument | None:
+        """The document parsed and chunked, or None when the stored version is current."""
+        if known.get(document.path) == self.document_hash(document, base_url):
+            return None
+        return self.prepare(document, base_url=base_url)
+
+    async def _flush(
         self,
-        document: SourceDocument,
-        base_url: str,
+        pending: list[PreparedDocument],
+        known: dict[str, str],
+        deadline: Deadline | None,
+        report: Progress,
+    ) -> None:
+        """Embeds the pending documents together, then writes each one whole."""
+        if not pending:
+            return
+        vectors = await self._embed(tuple(t for p in pending for t in p.embed_texts), deadline)
+        offset = 0
+        for prepared in pending:
+            own = vectors[offset : offset + len(prepared.chunks)]
+            offset += len(prepared.chunks)
+            report(await self._write(prepared, own, known, deadline))
+        pending.clear()
+
+    async def _write(
+        self,
+        prepared: PreparedDocument,
+        vectors: list[list[float]],
         known: dict[str, str],
         deadline: Deadline | None,
     ) -> IngestEvent:
-        doc_id = document.path
-        if known.get(doc_id) == self.document_hash(document, base_url):
-            return IngestEvent(doc_id, DocumentStatus.UNCHANGED)
-        prepared = self.prepare(document, base_url=base_url)
+        doc_id = prepared.document_id
         if not prepared.chunks:
             removed = await self._store.delete_document(doc_id, deadline=deadline)
             return IngestEvent(doc_id, DocumentStatus.EMPTY, 0, removed, prepared.warnings)
-        vectors = await self._embed(prepared.embed_texts, deadline)
         removed = await self._store.replace_document(
             doc_id, prepared.chunks, vectors, deadline=deadline
         )

@@ -44,7 +44,7 @@ class FastEmbedEmbedder:
         model_name: str,
         max_tokens: int = 256,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 16,
     ) -> None:
         from fastembed import TextEmbedding
         from fastembed.common.model_description import ModelSource, PoolingType

@@ -25,7 +25,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runtime = await Runtime.open(Settings(address="127.0.0.1:0", data_dir=Path(tmp)))
         try:
-            ingestor = Ingestor(runtime.embedder, runtime.store, batch_size=32)
+            ingestor = Ingestor(runtime.embedder, runtime.store)
             documents = list(load_documents(root))
             texts = [t for d in documents for t in ingestor.prepare(d).embed_texts]
 
