@@ -1,0 +1,89 @@
+"""The server as a process: SIGTERM drains and exits 0; a bug is INTERNAL with the request id."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from ragagent.v1 import agent_pb2, agent_pb2_grpc
+
+from service.config import Settings
+from service.server import AgentServer, Runtime
+from tests.helpers import local_embedder
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_drains_the_server_and_exits_zero(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    local_embedder()  # skips where the model is not provisioned
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGAGENT_")}
+    env |= {"RAGAGENT_DATA_DIR": str(tmp_path), "RAGAGENT_ADDRESS": f"127.0.0.1:{port}"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = await health.Check(
+                health_pb2.HealthCheckRequest(), timeout=60, wait_for_ready=True
+            )
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        process.send_signal(sig)
+        code = await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.stderr is not None
+    log = (await process.stderr.read()).decode()
+    assert code == 0, log
+    assert "shutting down" in log
+    assert "stopped" in log
+
+
+class BrokenRetriever:
+    async def search(self, *args: object, **kwargs: object) -> list[object]:
+        raise RuntimeError("a bug")
+
+
+async def test_a_bug_is_internal_with_the_request_id_and_no_internals(tmp_path: Path) -> None:
+    settings = Settings(address="127.0.0.1:0", data_dir=tmp_path)
+    runtime = await Runtime.open(settings, embedder=local_embedder())
+    runtime.store.search = BrokenRetriever().search  # type: ignore[method-assign]
+    server = AgentServer(settings, runtime)
+    port = await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await agent_pb2_grpc.AgentServiceStub(channel).Retrieve(
+                    agent_pb2.RetrieveRequest(query="robots"),
+                    metadata=(("x-request-id", "req-42"),),
+                    timeout=10,
+                )
+    finally:
+        await server.stop(0)
+        await runtime.close()
+    assert caught.value.code() == grpc.StatusCode.INTERNAL
+    assert "req-42" in (caught.value.details() or "")
+    assert "a bug" not in (caught.value.details() or "")
