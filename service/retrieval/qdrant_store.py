@@ -14,59 +14,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from dataclasses import asdict, fields
-from datetime import datetime
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
-from service.errors import (
-    DeadlineExceeded,
-    RagAgentError,
-    StoreLocked,
-    StoreMismatch,
-    StoreUnavailable,
-)
+from service.errors import DeadlineExceeded, RagAgentError, StoreMismatch, StoreUnavailable
 from service.retrieval.base import Embedder
 from service.retrieval.lexical import TermCheck
+from service.retrieval.qdrant_payload import (
+    chunk_from_payload,
+    complete_documents,
+    match_value,
+    open_qdrant_client,
+    summarise_documents,
+    to_filter,
+    url_prefixes,
+)
+
+__all__ = ["QdrantStore", "open_qdrant_client"]
 
 T = TypeVar("T")
-_CHUNK_FIELDS = {f.name for f in fields(Chunk)}
 _SCROLL_PAGE = 512
 # Payload fields the store filters on; indexed on servers (local mode scans anyway).
 _KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash")
-
-
-def open_qdrant_client(
-    *, url: str | None, api_key: str | None, path: Path, timeout: float
-) -> AsyncQdrantClient:
-    """A client for the server at ``url``, or for the embedded store in ``path``."""
-    if url:
-        return AsyncQdrantClient(
-            url=url,
-            api_key=api_key,
-            timeout=max(1, round(timeout)),
-            # The version probe is a blocking request at start-up; compatibility is our pin.
-            check_compatibility=False,
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        return AsyncQdrantClient(path=str(path))
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise StoreLocked(
-                f"the embedded Qdrant store in {path} is open in another process (it is "
-                "single-process): stop that process, ingest through the running server "
-                "with `ragagent ingest --address`, or use a Qdrant server (RAGAGENT_QDRANT_URL)"
-            ) from None
-        raise
-
-
-def url_prefixes(url: str) -> list[str]:
-    """Every prefix of ``url`` that ends at a "/", so prefix filters become exact matches."""
-    return [url[: i + 1] for i, char in enumerate(url) if char == "/"]
 
 
 class QdrantStore:
@@ -193,7 +165,7 @@ class QdrantStore:
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
         vector = await self._embedder.embed_query(query, deadline=deadline)
-        query_filter, exact_prefix = _to_filter(filters)
+        query_filter, exact_prefix = to_filter(filters)
         # A prefix that does not end at "/" is matched on its last "/" and refined here, so
         # ask for more to still return `limit` hits after refining.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
@@ -215,7 +187,7 @@ class QdrantStore:
             factor = await self._unknown_term_factor(query, seen, deadline)
         hits = []
         for point in response.points:
-            chunk = _chunk_from_payload(point.payload or {})
+            chunk = chunk_from_payload(point.payload or {})
             if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
                 continue
             score = max(0.0, min(1.0, float(point.score))) * factor
@@ -288,18 +260,7 @@ class QdrantStore:
         records = await self._scroll_all(
             None, ["document_id", "document_hash", "chunk_count"], deadline
         )
-        seen: dict[str, tuple[set[str], set[int], int]] = {}
-        for record in records:
-            payload = record.payload or {}
-            hashes, counts, n = seen.get(str(payload.get("document_id")), (set(), set(), 0))
-            hashes.add(str(payload.get("document_hash", "")))
-            counts.add(int(payload.get("chunk_count", 0)))
-            seen[str(payload.get("document_id"))] = (hashes, counts, n + 1)
-        return {
-            doc: next(iter(hashes))
-            for doc, (hashes, counts, n) in seen.items()
-            if len(hashes) == 1 and counts == {n}
-        }
+        return complete_documents(records)
 
     async def replace_document(
         self,
@@ -330,14 +291,14 @@ class QdrantStore:
         # Only after the new version is complete do the old chunks go: a crash in between
         # leaves a document that document_hashes() reports as incomplete, never a gap.
         stale = models.Filter(
-            must=[_match("document_id", document_id)],
+            must=[match_value("document_id", document_id)],
             must_not=[models.HasIdCondition(has_id=[c.chunk_id for c in chunks])],
         )
         return await self._delete(stale, deadline)
 
     async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
         return await self._delete(
-            models.Filter(must=[_match("document_id", document_id)]), deadline
+            models.Filter(must=[match_value("document_id", document_id)]), deadline
         )
 
     async def _delete(self, selector: models.Filter, deadline: Deadline | None) -> int:
@@ -366,27 +327,7 @@ class QdrantStore:
             ["document_id", "document_hash", "url", "title", "module", "chapter", "created_at"],
             deadline,
         )
-        docs: dict[str, DocumentSummary] = {}
-        for record in records:
-            p = record.payload or {}
-            doc_id = str(p.get("document_id", ""))
-            if doc_id <= after:
-                continue
-            known = docs.get(doc_id)
-            created = _parse_time(p.get("created_at"))
-            docs[doc_id] = DocumentSummary(
-                document_id=doc_id,
-                document_hash=str(p.get("document_hash", "")),
-                chunk_count=(known.chunk_count if known else 0) + 1,
-                url=str(p.get("url", "")),
-                title=str(p.get("title", "")),
-                module=str(p.get("module", "")),
-                chapter=str(p.get("chapter", "")),
-                ingested_at=created
-                if known is None
-                else max(filter(None, [created, known.ingested_at]), default=None),
-            )
-        return [docs[key] for key in sorted(docs)[:limit]]
+        return summarise_documents(records, after=after, limit=limit)
 
     async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
         records = await self._scroll_all(None, ["document_id"], deadline)
@@ -395,38 +336,3 @@ class QdrantStore:
 
     async def close(self) -> None:
         await self._client.close()
-
-
-def _match(key: str, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-
-def _to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str | None]:
-    if filters is None or filters.empty:
-        return None, None
-    must: list[models.Condition] = []
-    if filters.module:
-        must.append(_match("module", filters.module))
-    if filters.chapter:
-        must.append(_match("chapter", filters.chapter))
-    exact_prefix = None
-    if filters.url_prefix:
-        cut = filters.url_prefix.rfind("/")
-        if cut >= 0:
-            must.append(_match("url_prefixes", filters.url_prefix[: cut + 1]))
-        if cut != len(filters.url_prefix) - 1:
-            exact_prefix = filters.url_prefix
-    return models.Filter(must=must), exact_prefix
-
-
-def _chunk_from_payload(payload: dict[str, Any]) -> Chunk:
-    return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

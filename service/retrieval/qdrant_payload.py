@@ -1,0 +1,130 @@
+"""How chunks live in Qdrant: the client, payloads, filters and per-document summaries.
+
+Pure functions apart from :func:`open_qdrant_client`; the store in ``qdrant_store`` calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from qdrant_client import AsyncQdrantClient, models
+
+from service.domain import Chunk, DocumentSummary, SearchFilters
+from service.errors import StoreLocked
+
+_CHUNK_FIELDS = {f.name for f in fields(Chunk)}
+
+
+def open_qdrant_client(
+    *, url: str | None, api_key: str | None, path: Path, timeout: float
+) -> AsyncQdrantClient:
+    """A client for the server at ``url``, or for the embedded store in ``path``."""
+    if url:
+        return AsyncQdrantClient(
+            url=url,
+            api_key=api_key,
+            timeout=max(1, round(timeout)),
+            # The version probe is a blocking request at start-up; compatibility is our pin.
+            check_compatibility=False,
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        return AsyncQdrantClient(path=str(path))
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise StoreLocked(
+                f"the embedded Qdrant store in {path} is open in another process (it is "
+                "single-process): stop that process, ingest through the running server "
+                "with `ragagent ingest --address`, or use a Qdrant server (RAGAGENT_QDRANT_URL)"
+            ) from None
+        raise
+
+
+def url_prefixes(url: str) -> list[str]:
+    """Every prefix of ``url`` that ends at a "/", so prefix filters become exact matches."""
+    return [url[: i + 1] for i, char in enumerate(url) if char == "/"]
+
+
+def complete_documents(records: Sequence[models.Record]) -> dict[str, str]:
+    """document_id -> hash of the documents whose chunks are all there and of one version.
+
+    A document left half-written by an interrupted ingest has chunks of two versions or too
+    few of them; it is left out, so that the next ingest writes it again.
+    """
+    seen: dict[str, tuple[set[str], set[int], int]] = {}
+    for record in records:
+        payload = record.payload or {}
+        doc = str(payload.get("document_id"))
+        hashes, counts, n = seen.get(doc, (set(), set(), 0))
+        hashes.add(str(payload.get("document_hash", "")))
+        counts.add(int(payload.get("chunk_count", 0)))
+        seen[doc] = (hashes, counts, n + 1)
+    return {
+        doc: next(iter(hashes))
+        for doc, (hashes, counts, n) in seen.items()
+        if len(hashes) == 1 and counts == {n}
+    }
+
+
+def summarise_documents(
+    records: Sequence[models.Record], *, after: str, limit: int
+) -> list[DocumentSummary]:
+    """One summary per document with id > after, ordered by id, at most ``limit``."""
+    docs: dict[str, DocumentSummary] = {}
+    for record in records:
+        p = record.payload or {}
+        doc_id = str(p.get("document_id", ""))
+        if doc_id <= after:
+            continue
+        known = docs.get(doc_id)
+        moments = [m for m in (_parse_time(p.get("created_at")), known and known.ingested_at) if m]
+        docs[doc_id] = DocumentSummary(
+            document_id=doc_id,
+            document_hash=str(p.get("document_hash", "")),
+            chunk_count=(known.chunk_count if known else 0) + 1,
+            url=str(p.get("url", "")),
+            title=str(p.get("title", "")),
+            module=str(p.get("module", "")),
+            chapter=str(p.get("chapter", "")),
+            ingested_at=max(moments, default=None),
+        )
+    return [docs[key] for key in sorted(docs)[:limit]]
+
+
+def match_value(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str | None]:
+    if filters is None or filters.empty:
+        return None, None
+    must: list[models.Condition] = []
+    if filters.module:
+        must.append(match_value("module", filters.module))
+    if filters.chapter:
+        must.append(match_value("chapter", filters.chapter))
+    exact_prefix = None
+    if filters.url_prefix:
+        cut = filters.url_prefix.rfind("/")
+        if cut >= 0:
+            must.append(match_value("url_prefixes", filters.url_prefix[: cut + 1]))
+        if cut != len(filters.url_prefix) - 1:
+            exact_prefix = filters.url_prefix
+    return models.Filter(must=must), exact_prefix
+
+
+def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
+    return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
