@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
-from service.agent.extractive import choose, split_sentences
-from service.domain import AnswerMode, ResponseStatus, ToolCallStatus
+from service.agent.extractive import _Candidate, _candidates, _with_continuations, choose
+from service.agent.sentences import Piece, lexical_overlap, split_pieces, split_sentences
+from service.domain import AnswerMode, ResponseStatus, ScoredChunk, Source, ToolCallStatus
 from service.retrieval.base import Embedder
 from tests.agent.support import (
     SERVER_CALL_ID,
@@ -191,3 +192,118 @@ def test_choice_prefers_relevance_but_skips_near_duplicates() -> None:
         ]
     )
     assert choose(query, vectors, 3) == [0, 2]
+
+
+def test_table_rows_become_header_value_pairs() -> None:
+    piped = "| Part | Voltage |\n|---|---|\n| Battery | 12 V |\n| Servo | 6 V |\n"
+    plain = "Part | Voltage\nBattery | 12 V\nServo | 6 V\n\nThe end of the table is here."
+    for text in (piped, plain):
+        pieces = split_pieces(text)
+        assert [(p.text, p.kind) for p in pieces[:2]] == [
+            ("Part: Battery; Voltage: 12 V", "row"),
+            ("Part: Servo; Voltage: 6 V", "row"),
+        ]
+
+
+def test_pieces_know_their_kind_and_what_separates_them() -> None:
+    text = (
+        "The kit has these parts:\n\n- a battery\n- two motors\n\n## Next\n\n"
+        "A new section starts. It goes on.\n```\ncode\n```\nAfter the code."
+    )
+    pieces = split_pieces(text)
+    assert [(p.text, p.kind, p.detached) for p in pieces] == [
+        ("The kit has these parts:", "sentence", False),
+        ("a battery", "item", False),
+        ("two motors", "item", False),
+        ("A new section starts.", "sentence", True),
+        ("It goes on.", "sentence", False),
+        ("After the code.", "sentence", True),
+    ]
+
+
+def test_lexical_overlap_weighs_rare_query_words_more() -> None:
+    texts = [
+        "The gripper of the robot closes slowly.",
+        "The robot walks on the floor.",
+        "The robot uses a lidar sensor.",
+        "The robot arm has six joints.",
+    ]
+    overlap = lexical_overlap("Which sensor does the robot use?", texts)
+    assert overlap[2] == max(overlap) == pytest.approx(1.0)  # sensor and robot, both found
+    assert 0 < overlap[0] == overlap[1] < 0.5, "robot is everywhere, so it counts for little"
+    assert lexical_overlap("How do I bake bread?", texts) == [0.0] * 4
+
+
+def test_lexical_bonus_can_outrank_a_closer_embedding() -> None:
+    query = np.array([1.0, 0.0])
+    vectors = np.array([[0.9, 0.436], [0.8, 0.6]])
+    assert choose(query, vectors, 1) == [0]
+    assert choose(query, vectors, 1, bonus=np.array([0.0, 1.0])) == [1]
+
+
+def _source(text: str, citation: int = 1) -> Source:
+    return Source(ScoredChunk(chunk(f"doc{citation}", text), 0.8), citation)
+
+
+def _pieces(*sources: Source) -> dict[str, list[Piece]]:
+    return {s.hit.chunk.chunk_id: split_pieces(s.hit.chunk.text) for s in sources}
+
+
+def test_short_items_with_facts_are_candidates_and_dangling_lead_ins_are_not() -> None:
+    source = _source(
+        "A paragraph that is long enough to be quoted on its own here.\n\n"
+        "- Runs at 50 Hz\n- Model X2\n- the end\n\nThe parts of the kit are listed below:"
+    )
+    texts = [c.text for c in _candidates([source], _pieces(source), strict=True)]
+    assert texts == [
+        "A paragraph that is long enough to be quoted on its own here.",
+        "Runs at 50 Hz",
+        "Model X2",
+    ]
+
+
+def test_a_lead_in_brings_the_items_it_introduces() -> None:
+    source = _source(
+        "Other text comes first in this paragraph.\n\nThe kit has three parts:\n\n"
+        "- a battery\n- two motors\n- a frame\n- a manual\n\nUnrelated text follows."
+    )
+    pieces = _pieces(source)
+    own = pieces[source.hit.chunk.chunk_id]
+    lead_in = _Candidate(source, 1, own[1])
+    first = _Candidate(source, 0, own[0])
+    assert [c.text for c in _with_continuations([lead_in, first], pieces)] == [
+        "Other text comes first in this paragraph.",
+        "The kit has three parts:",
+        "a battery",
+        "two motors",
+        "a frame",
+    ]
+    sentence = _source("It works like this: The motor turns. Then it stops.", 2)
+    pieces = _pieces(sentence)
+    assert [
+        c.text
+        for c in _with_continuations(
+            [_Candidate(sentence, 0, pieces[sentence.hit.chunk.chunk_id][0])], pieces
+        )
+    ] == [
+        "It works like this: The motor turns.",
+    ]
+
+
+async def test_items_of_a_list_are_quoted_as_a_list(embedder: Embedder) -> None:
+    parts = chunk(
+        "parts",
+        "The starter kit contains the following parts:\n\n- one battery pack\n"
+        "- two servo motors\n- a wooden frame\n",
+    )
+    retriever = FakeRetriever()
+    retriever.add("Which parts does the starter kit contain?", (parts, 0.8))
+    agent, _ = make_agent(
+        None, retriever, strategy="extractive", embedder=embedder, extractive_sentences=1
+    )
+    events = await collect(agent.run(request("Which parts does the starter kit contain?")))
+    check_events(events)
+    assert completed(events).result.answer == (
+        "The starter kit contains the following parts: one battery pack; two servo motors; "
+        "a wooden frame [1]"
+    )
