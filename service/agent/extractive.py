@@ -77,8 +77,8 @@ async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Out
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
         await run.write(candidate.text)
-        if following is not None and _continues_list(candidate, following):
-            await run.write(";")
+        if following is not None and _unclosed_item(candidate, following):
+            await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
             await run.write(f" [{candidate.source.citation}]")
             if following is not None:
@@ -145,13 +145,11 @@ def _key(source: Source) -> str:
     return source.hit.chunk.chunk_id
 
 
-def _continues_list(candidate: _Candidate, following: _Candidate) -> bool:
-    """Whether an item or row is followed by the next one of the same list or table."""
+def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
+    """Whether an item or row without closing punctuation has more of its source after it."""
     return (
         candidate.piece.kind != "sentence"
-        and following.piece.kind == candidate.piece.kind
         and following.source.citation == candidate.source.citation
-        and following.position == candidate.position + 1
         and not _CLOSED.search(candidate.text)
     )
 

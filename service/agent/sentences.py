@@ -121,7 +121,7 @@ def _row_text(header: list[str], cells: list[str]) -> str:
         for name, cell in zip(header + [""] * len(cells), cells, strict=False)
         if cell
     ]
-    return "; ".join(pairs)
+    return ", ".join(pairs)
 
 
 def _clean(text: str) -> str:

@@ -200,8 +200,8 @@ def test_table_rows_become_header_value_pairs() -> None:
     for text in (piped, plain):
         pieces = split_pieces(text)
         assert [(p.text, p.kind) for p in pieces[:2]] == [
-            ("Part: Battery; Voltage: 12 V", "row"),
-            ("Part: Servo; Voltage: 6 V", "row"),
+            ("Part: Battery, Voltage: 12 V", "row"),
+            ("Part: Servo, Voltage: 6 V", "row"),
         ]
 
 
