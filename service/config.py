@@ -127,10 +127,11 @@ class Settings(BaseSettings):
         256, ge=16, le=8192, description="Token limit of one embedded text (longer is cut)."
     )
     embedding_batch_size: int = Field(
-        16,
+        1,
         ge=1,
         le=1024,
-        description="Texts per embedding batch (small batches waste less on padding).",
+        description="Texts per model call of the local embedder; on CPU one at a time is "
+        "fastest (no padding), on a GPU larger batches pay.",
     )
     embedding_threads: int | None = Field(
         None, ge=1, description="ONNX runtime threads for fastembed; unset = all cores."
