@@ -14,6 +14,7 @@ the domain: they raise :class:`~service.errors.RagAgentError` and never pick sta
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -117,6 +118,22 @@ class _Call:
             (*status.trailing_metadata, (REQUEST_ID_HEADER, self.request_id)),
         )
 
+    @contextlib.asynccontextmanager
+    async def outcome(self) -> AsyncIterator[None]:
+        """How the handler ended, turned into the call's status and its access-log line."""
+        try:
+            yield
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:  # mapped: RagAgentError, else INTERNAL
+            await self.fail(error)
+            raise AssertionError("unreachable: abort raises") from error
+        except BaseException:  # cancelled, or the stream was closed: never swallowed
+            self.cancelled()
+            raise
+        else:
+            self.ok()
+
     def ok(self) -> None:
         self.context.set_trailing_metadata(((REQUEST_ID_HEADER, self.request_id),))
         self._log(grpc.StatusCode.OK)
@@ -143,20 +160,10 @@ def _wrap_unary_unary(
     async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         call = _Call(method, context)
         await call.begin()
-        try:
+        async with call.outcome():
             call.adopt(request)
             await _send_request_id(call)
-            response = await behaviour(request, context)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as error:
-            await call.fail(error)
-            raise AssertionError("unreachable: abort raises") from error
-        except BaseException:
-            call.cancelled()
-            raise
-        call.ok()
-        return response
+            return await behaviour(request, context)
 
     return handler
 
@@ -169,20 +176,11 @@ def _wrap_unary_stream(
     ) -> AsyncIterator[Any]:
         call = _Call(method, context)
         await call.begin()
-        try:
+        async with call.outcome():
             call.adopt(request)
             await _send_request_id(call)
             async for response in behaviour(request, context):
                 yield response
-        except grpc.aio.AbortError:
-            raise
-        except Exception as error:  # noqa: BLE001 (mapped: RagAgentError, else INTERNAL)
-            await call.fail(error)
-        except BaseException:
-            call.cancelled()
-            raise
-        else:
-            call.ok()
 
     return handler
 
@@ -210,19 +208,9 @@ def _wrap_stream_unary(
                 index += 1
                 yield message
 
-        try:
+        async with call.outcome():
             await _send_request_id(call)
-            response = await behaviour(validated(), context)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as error:
-            await call.fail(error)
-            raise AssertionError("unreachable: abort raises") from error
-        except BaseException:
-            call.cancelled()
-            raise
-        call.ok()
-        return response
+            return await behaviour(validated(), context)
 
     return handler
 
