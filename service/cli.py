@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from service.commands import ask, demo, evaluate, ingest, serve
 from service.errors import ConfigurationError, RagAgentError
@@ -18,10 +19,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragagent",
         description="Answers questions about a body of documents over gRPC.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         module.register(commands)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("ragagent")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

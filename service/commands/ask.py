@@ -11,8 +11,8 @@ import grpc
 from google.protobuf import json_format
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
+from service.commands.flags import Flag, settings_with_flags
 from service.commands.serve import local_target
-from service.config import load_settings
 
 
 def register(commands: Any) -> None:
@@ -28,7 +28,7 @@ def register(commands: Any) -> None:
 
 
 async def run_ask(args: argparse.Namespace) -> int:
-    settings = load_settings(**({"address": args.address} if args.address else {}))
+    settings = settings_with_flags(Flag("--address", "address", args.address))
     request = agent_pb2.QuestionRequest(query=args.question, session_id=args.session)
     if args.max_results is not None:
         request.max_results = args.max_results

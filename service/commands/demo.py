@@ -17,7 +17,7 @@ import grpc
 from ragagent.v1 import agent_pb2
 
 from service.commands.ask import stream_answer
-from service.config import load_settings
+from service.commands.flags import Flag, settings_with_flags
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
@@ -42,13 +42,13 @@ def register(commands: Any) -> None:
 async def run_demo(args: argparse.Namespace) -> int:
     from service.server import AgentServer, Runtime
 
-    overrides: dict[str, object] = {"address": "127.0.0.1:0", "log_level": "WARNING"}
-    if args.data_dir:
-        overrides["data_dir"] = args.data_dir
-    settings = load_settings(**overrides)
+    settings = settings_with_flags(
+        Flag("--data-dir", "data_dir", args.data_dir), address="127.0.0.1:0", log_level="WARNING"
+    )
     configure_logging(settings.log_level, settings.log_format)
     if not args.corpus.is_dir():
-        print(f"ragagent: no corpus folder at {args.corpus}", file=sys.stderr)
+        what = "is a file, not a folder" if args.corpus.is_file() else "no such folder"
+        print(f"ragagent: --corpus {args.corpus}: {what}", file=sys.stderr)
         return 2
     out = sys.stdout
     out.write(

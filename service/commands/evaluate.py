@@ -21,9 +21,10 @@ from typing import Any, TextIO
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
+from service.commands.flags import Flag, settings_with_flags
 from service.commands.ingest import RuntimeOpener, rpc_error_lines
 from service.commands.serve import local_target
-from service.config import Settings, load_settings
+from service.config import Settings
 from service.evaluation import (
     EvalQuestion,
     EvaluationReport,
@@ -86,7 +87,9 @@ def register(commands: Any) -> None:
 
 
 async def run_eval(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    # --address is checked here, like every flag that stands for a setting, though only
+    # the flag's value is used: without it the server runs in this process on a free port.
+    settings = settings_with_flags(Flag("--address", "address", args.address))
     # Logs go to stderr, so that stdout holds only the report (and --json stays parseable).
     configure_logging(settings.log_level, settings.log_format)
     return await eval_command(args, settings=settings)

@@ -20,9 +20,10 @@ import grpc
 from ragagent.v1 import corpus_pb2
 
 from service.api.corpus import IngestTally, ingest_response
-from service.api.interceptor import validate
+from service.api.interceptors import validate
+from service.commands.flags import Flag, settings_with_flags
 from service.commands.serve import local_target
-from service.config import Settings, load_settings
+from service.config import Settings
 from service.errors import InvalidArgument
 from service.ingest.loader import (
     SourceDecodeError,
@@ -89,7 +90,9 @@ def register(commands: Any) -> None:
 
 
 async def run_ingest(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    # --address is checked like the setting it stands for, so that a typo is named as the
+    # flag; only the flag's value is used (the local store does not need an address).
+    settings = settings_with_flags(Flag("--address", "address", args.address))
     # Logs go to stderr, so that stdout holds only the report (and --json stays parseable).
     configure_logging(settings.log_level, settings.log_format)
     return await ingest_command(args, settings=settings)
@@ -141,6 +144,10 @@ async def ingest_command(
 
 def _usage_problem(root: Path, base_url: str) -> str:
     """Why the arguments cannot work, checked before anything is opened; empty when fine."""
+    if root.is_file():
+        # Not accepted as a one-file corpus: its document id would lose the folders that
+        # the same page has when its folder is ingested, and --prune would empty the rest.
+        return f"{root} is a file; ingest takes the folder of the documents (PATH)"
     if not root.is_dir():
         return f"{root}: no such folder"
     try:

@@ -10,7 +10,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.config import describe_settings, load_settings
+from service.commands.flags import Flag, settings_with_flags
+from service.config import describe_settings
 from service.observability.logging import configure_logging
 
 
@@ -46,7 +47,7 @@ def register(commands: Any) -> None:
 async def run_serve(args: argparse.Namespace) -> int:
     from service.server import serve
 
-    settings = load_settings(**({"address": args.address} if args.address else {}))
+    settings = settings_with_flags(Flag("--address", "address", args.address))
     configure_logging(settings.log_level, settings.log_format)
     await serve(settings)
     return 0
@@ -61,7 +62,7 @@ def local_target(address: str) -> str:
 
 
 async def run_health(args: argparse.Namespace) -> int:
-    settings = load_settings(**({"address": args.address} if args.address else {}))
+    settings = settings_with_flags(Flag("--address", "address", args.address))
     async with grpc.aio.insecure_channel(local_target(settings.address)) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(

@@ -110,8 +110,13 @@ async def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     missing = await run(settings, "ingest", str(tmp_path / "nowhere"))
     docs = write_pages(tmp_path / "docs")
     bad_url = await run(settings, "ingest", str(docs), "--base-url", "ftp://robots.example/")
-    assert missing.code == bad_url.code == 2
+    a_file = await run(settings, "ingest", str(docs / "intro.md"))
+    assert missing.code == bad_url.code == a_file.code == 2
     assert missing.err == f"ragagent: {tmp_path / 'nowhere'}: no such folder\n"
+    assert a_file.err == (
+        f"ragagent: {docs / 'intro.md'} is a file; ingest takes the folder of the documents "
+        "(PATH)\n"
+    )
     assert bad_url.err.startswith("ragagent: --base-url: ")
     assert len(bad_url.err.splitlines()) == 1
     assert not (tmp_path / "data").exists()  # nothing was opened

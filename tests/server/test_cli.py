@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import subprocess
+import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,62 @@ def test_demo_ingests_serves_and_streams_a_cited_answer(
     assert "ingested docs" in printed
     assert "[1]" in printed
     assert "status SUCCESS" in printed
+
+
+def _ragagent(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ragagent ARGV`` as a user runs it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *argv],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    done = _ragagent("--version")
+    assert done.returncode == 0
+    assert done.stdout == f"ragagent {version('ragagent')}\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("ask", "--address", "nonsense", "What is URDF?"),
+        ("health", "--address", "nonsense"),
+        ("serve", "--address", "nonsense"),
+        ("ingest", "docs", "--address", "nonsense"),
+        ("eval", "tests/eval/questions.jsonl", "--address", "nonsense"),
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_bad_flag_is_named_as_the_flag_with_its_value(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert err == "ragagent: --address 'nonsense': must be HOST:PORT, e.g. 127.0.0.1:50051\n"
+
+
+def test_a_bad_environment_setting_is_still_named_as_the_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGAGENT_ADDRESS", "nonsense")
+    assert main(["health"]) == 2
+    assert "invalid setting RAGAGENT_ADDRESS='nonsense'" in capsys.readouterr().err
+    # A good flag overrides a bad environment variable.
+    assert main(["health", "--address", "127.0.0.1:9", "--timeout", "0.5"]) == 1
+
+
+def test_demo_names_the_corpus_flag_for_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n")
+    code = main(["demo", "--corpus", str(page), "--data-dir", str(tmp_path / "data")])
+    assert code == 2
+    assert capsys.readouterr().err == f"ragagent: --corpus {page}: is a file, not a folder\n"
