@@ -140,6 +140,19 @@ class ModelUnavailable(Unavailable):
     reason = "MODEL_UNAVAILABLE"
 
 
+class ModelStreamInterrupted(ModelUnavailable):
+    """The model's answer stream ended without a finish reason: the connection closed or
+    broke mid-body, or the body was empty. The answer is incomplete; never a success."""
+
+    reason = "MODEL_STREAM_INTERRUPTED"
+
+
+class ModelEmptyAnswer(ModelUnavailable):
+    """The model ended its answer without writing any text (and asked for no tools)."""
+
+    reason = "MODEL_EMPTY_ANSWER"
+
+
 class DatabaseUnavailable(Unavailable):
     """The session database failed or cannot be reached."""
 

@@ -8,6 +8,11 @@ One exception, in the agentic strategy only: text a model writes before asking f
 in the same turn has streamed already, so that turn's tool events follow answer deltas
 (see :mod:`service.agent.agentic`).
 
+A failed run ends with its error alone, except when the model's answer broke off (its stream
+ended without a finish reason, or it finished without writing anything): then Completed still
+comes last, with status ERROR, the answer so far and the error, which the consumer reports
+after it, so that a caller keeps the partial text and knows it is partial.
+
 Events are snapshots: a ToolCallRecord inside an event is a copy, so a consumer that reads it
 late never sees a later state of the call.
 """
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.domain import RunResult, Source, ToolCallRecord
+from service.errors import RagAgentError
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +74,14 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """The last event of every run that did not fail."""
+    """The last event of every run that did not fail, and of one whose model answer broke off.
+
+    ``error`` is set, and ``result.status`` is ERROR, in the second case: the result holds
+    what was streamed, and the consumer reports the error after it.
+    """
 
     result: RunResult
+    error: RagAgentError | None = None
 
 
 AgentEvent = (

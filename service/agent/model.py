@@ -4,6 +4,12 @@ One model turn is one streamed Chat Completions call. The turn yields text as it
 ends with one :class:`TurnEnd` holding the assembled tool calls, the finish reason and the
 usage. Every failure leaves as a :class:`RagAgentError`; the HTTP stream is closed as soon
 as the consumer stops reading, whether it finished, failed, was cancelled or closed early.
+
+A turn is complete only when the model said how it ended (a finish reason). A stream that
+ends without one, or whose connection breaks mid-body, raises :class:`ModelStreamInterrupted`
+after the text that did arrive: a killed model server, a proxy timeout and llama.cpp's answer
+to a prompt that overflows its context window (HTTP 200 and an empty body) all look like
+that, and none of them is an answer. Nothing here retries a turn that has begun to stream.
 """
 
 from __future__ import annotations
@@ -14,25 +20,22 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+import httpx
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from service.agent.model_errors import model_error, stream_broke, stream_ended_early
 from service.config import Settings
 from service.domain import Deadline, Usage
 from service.errors import (
     ConfigurationError,
     DeadlineExceeded,
-    ModelAuthFailed,
-    ModelRateLimited,
-    ModelRequestRejected,
     ModelStalled,
-    ModelUnavailable,
-    RagAgentError,
+    ModelStreamInterrupted,
 )
 
 # Local servers need no key but the client insists on one.
 PLACEHOLDER_API_KEY = "not-needed"
-_DEADLINE_SLACK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,45 @@ class _PartialCall:
     arguments: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Assembly:
+    """What the chunks of one turn add up to."""
+
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    finish_reason: str = ""
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    chunks: int = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> list[str]:
+        """Takes in one chunk; returns its text, in order."""
+        self.chunks += 1
+        self.model = self.model or chunk.model
+        if chunk.usage is not None:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        texts = []
+        for choice in chunk.choices:
+            self.finish_reason = choice.finish_reason or self.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            for fragment in delta.tool_calls or []:
+                _merge_fragment(self.calls, fragment)
+            if delta.content:
+                texts.append(delta.content)
+        return texts
+
+    def end(self, configured_model: str) -> TurnEnd:
+        """The turn's end; raises ModelStreamInterrupted if the model never said it ended."""
+        if not self.finish_reason:
+            raise stream_ended_early(self.chunks)
+        requests = [
+            ToolCallRequest(c.id or f"call_{uuid.uuid4().hex[:24]}", c.name, "".join(c.arguments))
+            for _, c in sorted(self.calls.items())
+        ]
+        return TurnEnd(self.finish_reason, requests, self.usage, self.model or configured_model)
+
+
 class OpenAIChatModel:
     """ChatModel over any OpenAI-compatible Chat Completions endpoint."""
 
@@ -172,34 +214,20 @@ class OpenAIChatModel:
         except (openai.OpenAIError, ValueError) as exc:
             raise model_error(exc, deadline) from exc
 
-        calls: dict[int, _PartialCall] = {}
-        finish_reason = ""
-        usage = Usage()
-        model = ""
+        turn = _Assembly()
         async with response:
             while True:
-                chunk = await self._next_chunk(response, deadline)
+                try:
+                    chunk = await self._next_chunk(response, deadline)
+                except ModelStreamInterrupted:
+                    if turn.finish_reason:
+                        break  # the answer is whole; only the usage chunk after it was lost
+                    raise
                 if chunk is None:
                     break
-                model = model or chunk.model
-                if chunk.usage is not None:
-                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                for choice in chunk.choices:
-                    finish_reason = choice.finish_reason or finish_reason
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    for fragment in delta.tool_calls or []:
-                        _merge_fragment(calls, fragment)
-                    if delta.content:
-                        yield TextDelta(delta.content)
-        requests = [
-            ToolCallRequest(c.id or f"call_{uuid.uuid4().hex[:24]}", c.name, "".join(c.arguments))
-            for _, c in sorted(calls.items())
-        ]
-        # Servers that end without a finish reason finished normally as far as we can tell.
-        finish = finish_reason or ("tool_calls" if requests else "stop")
-        yield TurnEnd(finish, requests, usage, model or self._model)
+                for text in turn.add(chunk):
+                    yield TextDelta(text)
+        yield turn.end(self._model)
 
     async def _next_chunk(
         self, response: openai.AsyncStream[ChatCompletionChunk], deadline: Deadline
@@ -218,6 +246,12 @@ class OpenAIChatModel:
                 f"the model stream sent nothing for {self._idle_timeout:g} s "
                 "(RAGAGENT_LLM_STREAM_IDLE_TIMEOUT)"
             ) from None
+        except openai.APITimeoutError as exc:
+            raise model_error(exc, deadline) from exc
+        except (openai.APIConnectionError, httpx.TransportError) as exc:
+            # The body broke after the response began (reset, EOF mid-chunk). This SDK wraps
+            # transport errors; others let httpx's own escape, which must not become INTERNAL.
+            raise stream_broke(exc) from exc
         except (openai.OpenAIError, ValueError) as exc:
             raise model_error(exc, deadline) from exc
 
@@ -237,40 +271,3 @@ def _merge_fragment(calls: dict[int, _PartialCall], fragment: Any) -> None:
             call.name = function.name
         if function.arguments:
             call.arguments.append(function.arguments)
-
-
-def model_error(exc: Exception, deadline: Deadline) -> RagAgentError:  # noqa: PLR0911
-    """The service's error for a failure of the model endpoint."""
-    if isinstance(exc, openai.RateLimitError):
-        error = ModelRateLimited(f"the model endpoint is rate limiting requests: {exc.message}")
-        error.retry_after_s = _retry_after(exc.response.headers.get("retry-after"))
-        return error
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return ModelAuthFailed(
-            f"the model endpoint rejected the credentials (HTTP {exc.status_code}): "
-            "check RAGAGENT_LLM_API_KEY"
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        # The attempt's timeout was the deadline's remainder when that was the shorter.
-        left = deadline.remaining()
-        if left is not None and left < _DEADLINE_SLACK_S:
-            return DeadlineExceeded("the deadline ran out while waiting for the model")
-        return ModelUnavailable("the model endpoint did not answer in time (RAGAGENT_LLM_TIMEOUT)")
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code >= 500:
-            return ModelUnavailable(f"the model endpoint failed with HTTP {exc.status_code}")
-        return ModelRequestRejected(
-            f"the model endpoint rejected the request (HTTP {exc.status_code}): {exc.message[:300]}"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelUnavailable(f"the model endpoint cannot be reached or hung up: {exc}")
-    if isinstance(exc, openai.APIError):
-        return ModelUnavailable(f"the model endpoint reported an error: {exc.message[:300]}")
-    return ModelUnavailable(f"the model endpoint sent a malformed stream: {exc}")
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else 1.0
-    except ValueError:
-        return 1.0

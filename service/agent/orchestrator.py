@@ -5,6 +5,11 @@ hands them on and, whenever the queue stays silent for a heartbeat interval, say
 run is still alive. That task is owned by the generator: however the consumer stops reading
 (end of stream, ``aclose()``, cancellation), it is cancelled and awaited before the
 generator ends, which closes the model's HTTP stream with it.
+
+A generative run never succeeds with an empty answer, and a model answer that broke off is
+never passed off as finished: both end the run with status ERROR and the text so far (see
+:class:`~service.agent.events.Completed`). Neither is retried here: the caller has seen the
+partial text stream, and only the caller can decide to ask again.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
 from service.config import Settings
 from service.domain import AnswerMode, Deadline, ResponseStatus
-from service.errors import ConfigurationError, DeadlineExceeded, ModelStalled
+from service.errors import (
+    ConfigurationError,
+    DeadlineExceeded,
+    ModelEmptyAnswer,
+    ModelStalled,
+    ModelStreamInterrupted,
+)
 from service.retrieval.base import Embedder, Retriever
 
 StrategyName = Literal["agentic", "retrieve_first", "extractive"]
@@ -76,7 +87,8 @@ class Agent:
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         """RunStarted, tool calls, answer deltas and Completed, with heartbeats between.
 
-        Raises the RagAgentError that ended a failed run (after the events before it).
+        Raises the RagAgentError that ended a failed run (after the events before it), except
+        for a model answer that broke off, which ends with Completed carrying the error.
         """
         queue: asyncio.Queue[AgentEvent | _Failure] = asyncio.Queue(maxsize=_QUEUE_SIZE)
         run = Run(
@@ -120,6 +132,13 @@ class Agent:
     async def _produce(self, run: Run, queue: asyncio.Queue[AgentEvent | _Failure]) -> None:
         try:
             outcome = await self._run_strategy(run)
+            _check_answer(run, outcome)
+        except (ModelStreamInterrupted, ModelEmptyAnswer) as exc:
+            # The answer broke off: the caller keeps what streamed, marked as not an answer.
+            await run.end_answer()
+            failed = run.result(Outcome(ResponseStatus.ERROR, "error"))
+            await queue.put(Completed(failed, error=exc))
+            return
         except DeadlineExceeded as exc:
             if isinstance(exc, ModelStalled) or not _ran_out(run.deadline):
                 await queue.put(_Failure(exc))
@@ -145,6 +164,22 @@ class Agent:
             return await run_retrieve_first(run, self._model, temperature=temperature)
         return await run_agentic(
             run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
+        )
+
+
+def _check_answer(run: Run, outcome: Outcome) -> None:
+    """Raises ModelEmptyAnswer for a generative success without a word of answer."""
+    if (
+        outcome.status is ResponseStatus.SUCCESS
+        and run.answer_mode is AnswerMode.GENERATIVE
+        and not run.answer.strip()
+    ):
+        hint = ""
+        if outcome.finish_reason == "length":  # a reasoning model can spend it all thinking
+            hint = ": its token limit ran out first (RAGAGENT_LLM_MAX_TOKENS)"
+        raise ModelEmptyAnswer(
+            f"the model ended its answer (finish reason {outcome.finish_reason!r}) without "
+            f"writing any text{hint}"
         )
 
 

@@ -2,8 +2,11 @@
 
 A turn of a session is opened before the run and closed with its result; a run that fails,
 times out or is cancelled closes its turn with that status, so the record never holds half
-a turn. The deadline given to the agent is the call's, less a small margin, so that a run
-that runs out of time can still send its final message with status TIMEOUT.
+a turn. A run whose model answer broke off ends with a final message of status ERROR (its
+partial answer) and then its error, and its turn is recorded as ERROR, never completed, so
+that it is not replayed to the model. The deadline given to the agent is the call's, less a
+small margin, so that a run that runs out of time can still send its final message with
+status TIMEOUT.
 """
 
 from __future__ import annotations
@@ -123,6 +126,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._run(request, context):
             sequence += 1
             yield _event_message(event, sequence)
+            if isinstance(event, Completed) and event.error is not None:
+                raise event.error  # the final message (status ERROR) came first, as promised
             if isinstance(event, Completed) and event.result.status is ResponseStatus.TIMEOUT:
                 raise DeadlineExceeded(
                     "the deadline ran out; the final message holds the answer produced so far"
@@ -135,6 +140,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.AgentResponse:
         async for event in self._run(request, context):
             if isinstance(event, Completed):
+                if event.error is not None:
+                    raise event.error
                 if event.result.status is ResponseStatus.TIMEOUT:
                     raise DeadlineExceeded("the deadline ran out before the answer was complete")
                 return result_to_proto(event.result)

@@ -42,12 +42,21 @@ class ChatReply:
     stall_for: float = 0.0
     malformed_after: int | None = None  # send an event whose data is not JSON
     drop_after: int | None = None  # close the connection mid-body
+    reset_after: int | None = None  # reset the connection (TCP RST) mid-body
+    # End the body cleanly (HTTP-wise) before this event: no finish reason, no [DONE]. 0 is
+    # an HTTP 200 with an empty body, which llama.cpp sends for a prompt overflowing its window.
+    end_after: int | None = None
 
     @classmethod
     def text(cls, text: str, *, pieces: int = 3, **options: Any) -> ChatReply:
         """A text answer cut into ``pieces`` deltas of about equal length."""
         size = max(1, math.ceil(len(text) / pieces))
         return cls(deltas=[text[i : i + size] for i in range(0, len(text), size)], **options)
+
+    @classmethod
+    def empty_body(cls, **options: Any) -> ChatReply:
+        """HTTP 200 for a stream whose body ends at once: not a single event."""
+        return cls(end_after=0, **options)
 
     @classmethod
     def calls(cls, *calls: ToolCallScript, **options: Any) -> ChatReply:

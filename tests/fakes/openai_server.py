@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import socket
 import struct
 import time
 from collections import deque
@@ -202,6 +203,12 @@ class FakeOpenAI:
             if sent == reply.drop_after:
                 io.writer.transport.abort()  # mid-body: the chunked encoding never ends
                 return False
+            if sent == reply.reset_after:
+                io.reset()
+                return False
+            if sent == reply.end_after:
+                await io.chunk(b"")  # a well-formed end of the body, just a premature one
+                return True
             if sent == reply.malformed_after:
                 await io.chunk(b'data: {"choices": [{"delta": {"content": "oo\n\n')
             if sent == reply.stall_after:
@@ -257,6 +264,12 @@ class _Exchange:
             or self.reader.exception() is not None
             or self.writer.transport.is_closing()
         )
+
+    def reset(self) -> None:
+        """Aborts the connection with a TCP RST (a zero linger time), not an orderly close."""
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
 
     async def pause(self, seconds: float) -> None:
         """Sleeps, but wakes up to notice the client hanging up."""
