@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.commands.flags import Flag, settings_with_flags
@@ -47,8 +48,25 @@ async def run_ask(args: argparse.Namespace) -> int:
             print(f"ragagent: {error.code().name}: {error.details()}", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps(json_format.MessageToDict(final), indent=2))
+        print(json.dumps(message_json(final), indent=2))
     return 0 if final.status in _ANSWERED else 3
+
+
+def message_json(message: Message) -> Any:
+    """The message as grpcurl prints it, so that scripts read the same names either way: the
+    .proto field names (snake_case, like ``ingest --json``), and whole numbers without ".0"
+    (a Struct holds every number as a double; Go's encoder prints 5.0 as 5)."""
+    return _whole(json_format.MessageToDict(message, preserving_proto_field_name=True))
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    return value
 
 
 _ANSWERED = (agent_pb2.RESPONSE_STATUS_SUCCESS, agent_pb2.RESPONSE_STATUS_NO_ANSWER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import subprocess
 import sys
@@ -128,3 +129,39 @@ def test_demo_names_the_corpus_flag_for_a_file(
     code = main(["demo", "--corpus", str(page), "--data-dir", str(tmp_path / "data")])
     assert code == 2
     assert capsys.readouterr().err == f"ragagent: --corpus {page}: is a file, not a folder\n"
+
+
+def _keys(value: object) -> set[str]:
+    """Every key of a JSON document, at every depth."""
+    if isinstance(value, dict):
+        return set(value) | {k for item in value.values() for k in _keys(item)}
+    if isinstance(value, list):
+        return {k for item in value for k in _keys(item)}
+    return set()
+
+
+async def test_ask_json_uses_the_proto_field_names_like_grpcurl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [make_chunk("m/urdf.md", "URDF is an XML format that describes links and joints.")]
+    async with running_server(tmp_path) as srv:
+        await add_documents(srv.runtime, docs)
+        args = argparse.Namespace(
+            question="What is URDF?",
+            address=srv.target,
+            session="",
+            max_results=None,
+            timeout=30.0,
+            user="",
+            json=True,
+        )
+        assert await run_ask(args) == 0
+    out = capsys.readouterr().out
+    # Between the in-process server's log lines (the real command logs to stderr).
+    printed, _end = json.JSONDecoder().raw_decode(out, out.index("{\n"))
+    assert {"request_id", "session_id", "answer_mode", "tool_calls"} <= set(printed)
+    assert not [k for k in _keys(printed) if k != k.lower()], "camelCase keys"
+    arguments = printed["tool_calls"][0]["arguments"]
+    assert arguments["top_k"] == 5
+    assert isinstance(arguments["top_k"], int)  # not 5.0: grpcurl prints Struct numbers so
+    assert printed["sources"][0]["citation"] == 1
