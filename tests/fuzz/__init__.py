@@ -1,0 +1,1 @@
+"""Property-based fuzzing of every RPC against a real server process (hypothesis)."""
