@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -25,12 +25,7 @@ from service.commands.flags import Flag, settings_with_flags
 from service.commands.serve import local_target
 from service.config import Settings
 from service.errors import InvalidArgument
-from service.ingest.loader import (
-    SourceDecodeError,
-    SourceDocument,
-    iter_source_paths,
-    load_documents,
-)
+from service.ingest.loader import SourceDocument, SourceFolder
 from service.ingest.pipeline import DocumentStatus, IngestEvent, Ingestor
 from service.ingest.remote import ingest_remote
 from service.observability.logging import configure_logging
@@ -49,6 +44,12 @@ class IngestOutcome:
 
     response: corpus_pb2.IngestDocumentsResponse
     warnings: list[str] = field(default_factory=list)
+    # Files left out on this side (unreadable, or links out of the folder), one line each.
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def all_warnings(self) -> list[str]:
+        return [*self.skipped, *self.warnings]
 
     def to_dict(self) -> dict[str, Any]:
         r = self.response
@@ -59,8 +60,9 @@ class IngestOutcome:
             "deleted": r.documents_deleted,
             "chunks_written": r.chunks_written,
             "chunks_deleted": r.chunks_deleted,
+            "skipped": len(self.skipped),
             "duration_s": round(r.duration.ToNanoseconds() / 1e9, 3),
-            "warnings": list(self.warnings),
+            "warnings": self.all_warnings,
         }
 
 
@@ -81,6 +83,11 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--prune", action="store_true", help="delete indexed documents that are not under PATH"
+    )
+    parser.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="also read files and folders that symbolic links lead to outside PATH",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object, no table")
     parser.add_argument(
@@ -115,14 +122,14 @@ async def ingest_command(
         print(f"ragagent: {problem}", file=err)
         return 2
     show_progress = not args.json and out.isatty()
-    total = len(iter_source_paths(root))
+    folder = SourceFolder(root, follow_symlinks=args.follow_symlinks)
     try:
-        with _progress(out, total, enabled=show_progress, chunks=not args.address) as view:
+        with _progress(out, len(folder), enabled=show_progress, chunks=not args.address) as view:
             if args.address:
-                outcome = await _through_server(args, load_documents(root), view)
+                outcome = await _through_server(args, iter(folder), view)
             else:
                 outcome = await ingest_local(
-                    load_documents(root),
+                    iter(folder),
                     settings,
                     base_url=args.base_url,
                     prune=args.prune,
@@ -132,9 +139,7 @@ async def ingest_command(
     except grpc.aio.AioRpcError as error:
         print("\n".join(rpc_error_lines(error)), file=err)
         return 1
-    except SourceDecodeError as error:
-        print(f"ragagent: {error}", file=err)
-        return 1
+    outcome = replace(outcome, skipped=folder.skipped)
     if args.json:
         print(json.dumps(outcome.to_dict()), file=out)
     else:
@@ -261,11 +266,19 @@ def _render(outcome: IngestOutcome, out: TextIO) -> None:
     table = Table(title="ingest", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
-    for name in ("added", "updated", "unchanged", "deleted", "chunks_written", "chunks_deleted"):
+    for name in (
+        "added",
+        "updated",
+        "unchanged",
+        "deleted",
+        "skipped",
+        "chunks_written",
+        "chunks_deleted",
+    ):
         table.add_row(name.replace("_", " "), str(counts[name]))
     table.add_row("duration", f"{counts['duration_s']:.1f} s")
-    table.add_row("warnings", str(len(outcome.warnings)))
+    table.add_row("warnings", str(len(counts["warnings"])))
     console = Console(file=out)
     console.print(table)
-    for warning in outcome.warnings:
+    for warning in counts["warnings"]:
         console.print(f"warning: {warning}", markup=False, highlight=False)

@@ -122,25 +122,48 @@ async def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # nothing was opened
 
 
-async def test_a_file_that_is_not_utf8_stops_either_way(tmp_path: Path) -> None:
+async def test_a_file_that_is_not_utf8_is_skipped_and_counted_either_way(tmp_path: Path) -> None:
     docs = write_pages(tmp_path / "docs")
     (docs / "zz-broken.md").write_bytes(b"# Broken\n\n\xff\xfe text")
-    local = await run(_settings(tmp_path), "ingest", str(docs), "--prune")
+    local = await run(_settings(tmp_path), "ingest", str(docs), "--prune", "--json")
     async with corpus_server(tmp_path / "server") as srv:
         indexed = write_pages(tmp_path / "indexed")
         await run(srv.settings, "ingest", str(indexed), "--address", srv.address)
         (indexed / "zz-broken.md").write_bytes(b"\xff")
         (indexed / "intro.md").unlink()
         remote = await run(
-            srv.settings, "ingest", str(indexed), "--address", srv.address, "--prune"
+            srv.settings, "ingest", str(indexed), "--address", srv.address, "--prune", "--json"
         )
+        table = await run(srv.settings, "ingest", str(indexed), "--address", srv.address)
         listed = await srv.list_all()
-    for result in (local, remote):
-        assert result.code == 1
-        assert "zz-broken.md: not valid UTF-8" in result.err
-        assert len(result.err.splitlines()) == 1
-    # The stream was cancelled, not ended: the server pruned nothing.
-    assert len(listed) == 5
+    for result, counts in ((local, (5, 0, 0, 0)), (remote, (0, 0, 4, 1))):
+        assert (result.code, result.err) == (0, "")
+        report = result.json()
+        assert _counts(report) == counts
+        assert report["skipped"] == 1
+        assert report["warnings"] == [
+            "zz-broken.md: not valid UTF-8 (byte "
+            + ("10" if result is local else "0")
+            + ": b'\\xff'); skipped"
+        ]
+    assert "skipped" in table.out
+    assert "zz-broken.md: not valid UTF-8" in table.out
+    assert sorted(d.document_id for d in listed) == sorted(set(PAGES) - {"intro.md"})
+
+
+async def test_links_out_of_the_folder_are_read_only_when_asked(tmp_path: Path) -> None:
+    docs = write_pages(tmp_path / "docs")
+    private = write_pages(tmp_path / "private", {"notes.md": "# Notes\n\nThe root password."})
+    (docs / "notes.md").symlink_to(private / "notes.md")
+    settings = _settings(tmp_path)
+    default = await run(settings, "ingest", str(docs), "--json")
+    followed = await run(settings, "ingest", str(docs), "--json", "--follow-symlinks")
+    assert default.json()["added"] == 5
+    assert default.json()["skipped"] == 1
+    assert default.json()["warnings"] == [
+        "notes.md: links to a file outside PATH; skipped (--follow-symlinks reads it)"
+    ]
+    assert (followed.json()["added"], followed.json()["skipped"]) == (1, 0)
 
 
 def test_the_command_keeps_stdout_for_the_report(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.ingest.loader import SourceDecodeError, SourceDocument, load_documents
+from service.ingest.loader import SourceDocument, SourceFolder, load_documents
 
 
 def write(root: Path, relative: str, content: str | bytes) -> None:
@@ -37,13 +37,56 @@ def test_walks_markdown_sorted_and_skips_partials(tmp_path: Path) -> None:
     ]
 
 
-def test_decode_error_names_the_file(tmp_path: Path) -> None:
+def test_a_file_that_is_not_utf8_is_skipped_and_named(tmp_path: Path) -> None:
     write(tmp_path, "ok.md", "fine")
     write(tmp_path, "sub/broken.md", b"caf\xe9 latin-1")
-    documents = load_documents(tmp_path)
-    assert next(documents).path == "ok.md"
-    with pytest.raises(SourceDecodeError, match=r"sub/broken\.md: not valid UTF-8 \(byte 3"):
-        next(documents)
+    write(tmp_path, "sub/z.md", "after")
+    folder = SourceFolder(tmp_path)
+    assert len(folder) == 3
+    assert [d.path for d in folder] == ["ok.md", "sub/z.md"]
+    assert folder.skipped == ["sub/broken.md: not valid UTF-8 (byte 3: b'\\xe9'); skipped"]
+
+
+def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "secret.md", "# Secret")
+    write(outside, "more/other.md", "# Other")
+    docs = tmp_path / "docs"
+    write(docs, "page.md", "# Page")
+    write(docs, "real/inner.md", "# Inner")
+    (docs / "secret.md").symlink_to(outside / "secret.md")
+    (docs / "linked").symlink_to(outside / "more", target_is_directory=True)
+    (docs / "alias.md").symlink_to(docs / "page.md")  # stays inside: read
+    (docs / "again").symlink_to(docs / "real", target_is_directory=True)  # inside: once
+    (docs / "loop").symlink_to(docs, target_is_directory=True)
+    (docs / "dangling.md").symlink_to(tmp_path / "gone.md")
+
+    folder = SourceFolder(docs)
+    assert [d.path for d in folder] == ["alias.md", "page.md", "real/inner.md"]
+    assert folder.skipped == [
+        "linked/: links to a folder outside PATH; not followed (--follow-symlinks follows it)",
+        "secret.md: links to a file outside PATH; skipped (--follow-symlinks reads it)",
+    ]
+
+    followed = SourceFolder(docs, follow_symlinks=True)
+    assert [d.path for d in followed] == [
+        "alias.md",
+        "linked/other.md",
+        "page.md",
+        "real/inner.md",
+        "secret.md",
+    ]
+    assert followed.skipped == []
+
+
+def test_a_loop_of_outside_links_is_walked_once(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "a.md", "A")
+    (outside / "back").symlink_to(outside, target_is_directory=True)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ext").symlink_to(outside, target_is_directory=True)
+    assert [d.path for d in SourceFolder(docs, follow_symlinks=True)] == ["ext/a.md"]
 
 
 def test_missing_folder(tmp_path: Path) -> None:
