@@ -32,7 +32,7 @@ from ragagent.v1 import (
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
-from service.api.interceptor import ServerInterceptor
+from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -177,7 +177,7 @@ class AgentServer:
         self._runtime = runtime
         self.health = HealthServicer()
         self._server = grpc.aio.server(
-            interceptors=[ServerInterceptor()],
+            interceptors=[interceptor_chain()],
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
@@ -232,6 +232,12 @@ class AgentServer:
         await self._server.wait_for_termination()
 
 
+def interceptor_chain() -> Chain:
+    """Every call's steps, outermost first: request ids bind before anything logs, the
+    access log sees every outcome, validation runs just before the servicer."""
+    return Chain([RequestIds(), AccessLog(), Validation()])
+
+
 def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
     return [
         ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -242,6 +248,9 @@ def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
         # Clients that keep long streams alive with their own pings must not be cut off.
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_pings_without_data", 0),
+        # grpc sets SO_REUSEPORT by default: a second server on a busy port would then start
+        # "serving" and the kernel would split the traffic between the two.
+        ("grpc.so_reuseport", 0),
     ]
 
 

@@ -41,7 +41,7 @@ from service.api.convert import (
     tool_call_to_proto,
 )
 from service.api.identity import caller_identity
-from service.api.interceptor import current_request_id
+from service.api.interceptors import current_request_id
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
 from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import Embedder, Retriever

@@ -27,7 +27,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from ragagent.v1 import agent_pb2, corpus_pb2, session_pb2, types_pb2
 
-from service.api.interceptor import validate
+from service.api.interceptors import validate
 from service.errors import InvalidArgument
 from tests.contract.descriptors import PACKAGE, request_messages
 

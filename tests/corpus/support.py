@@ -18,7 +18,7 @@ from ragagent.v1 import agent_pb2_grpc, corpus_pb2, corpus_pb2_grpc
 from service.agent import Agent
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
-from service.api.interceptor import ServerInterceptor
+from service.server import interceptor_chain
 from service.config import Settings
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
@@ -141,7 +141,7 @@ async def corpus_server(data_dir: Path, **overrides: object) -> AsyncIterator[Co
     """CorpusService and AgentService (extractive) on a free loopback port, with a channel."""
     settings = settings_for(data_dir, **overrides)
     runtime = await open_test_runtime(settings)
-    server = grpc.aio.server(interceptors=[ServerInterceptor()])
+    server = grpc.aio.server(interceptors=[interceptor_chain()])
     ingestor = Ingestor(runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size)
     corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
         CorpusServicer(ingestor, runtime.store), server

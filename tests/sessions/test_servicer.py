@@ -178,10 +178,10 @@ async def test_the_servicer_raises_invalid_argument_for_a_bad_page_token(
 async def test_with_the_server_interceptor_callers_see_rich_statuses(
     store: SessionStore,
 ) -> None:
-    from service.api.interceptor import ServerInterceptor
+    from service.server import interceptor_chain
 
     session_id = await conversation(store)
-    async with serving(store, [ServerInterceptor()]) as stub:
+    async with serving(store, [interceptor_chain()]) as stub:
         with pytest.raises(grpc.aio.AioRpcError) as not_found:
             await stub.GetSession(
                 session_pb2.GetSessionRequest(session_id=session_id), metadata=BOB

@@ -1,0 +1,59 @@
+"""What one call carries through the chain, read from its context once, when it starts.
+
+grpc's aio server frees a call's core object once the call has ended; reading the peer or
+the metadata of a cancelled call afterwards is a use-after-free that kills the process
+(grpc/grpc#29069). So everything the chain's layers need is copied out of the context here,
+at the start, and the layers see this object, never the context.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import structlog
+
+REQUEST_ID_HEADER = "x-request-id"
+MAX_REQUEST_ID = 128
+
+
+def current_request_id() -> str:
+    """The request id bound for the call being handled (empty outside a call)."""
+    value = structlog.contextvars.get_contextvars().get("request_id")
+    return value if isinstance(value, str) else ""
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+@dataclass
+class Call:
+    """One RPC as the layers see it: method, peer and metadata as they were at the start."""
+
+    method: str
+    peer: str
+    metadata: tuple[tuple[str, str], ...]
+    request_id: str = ""
+    started: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def starting(cls, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
+        metadata = tuple((key, _text(value)) for key, value in context.invocation_metadata() or ())
+        call = cls(method=method, peer=context.peer(), metadata=metadata)
+        call.request_id = call.header(REQUEST_ID_HEADER) or str(uuid.uuid4())
+        return call
+
+    def header(self, name: str) -> str:
+        """The first value of header ``name`` if it is a usable id, else empty."""
+        for key, value in self.metadata:
+            if key == name:
+                return value if 0 < len(value) <= MAX_REQUEST_ID and value.isprintable() else ""
+        return ""
+
+    @property
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 2)
