@@ -11,6 +11,9 @@ SQLite needs care to behave like a server database under asyncio:
   at once with "database is locked" when another writer got in between, whereas an
   immediate one waits for the lock (up to the busy timeout) before reading anything.
 
+All writes to a SQLite file go through one connection of their own (:func:`sqlite_writer`,
+used by :class:`~service.sessions.writer.SerialWriter`); the async engine serves reads.
+
 Errors that mean "the database is not there right now" become
 :class:`~service.errors.DatabaseUnavailable`; anything else is a bug and propagates.
 """
@@ -18,13 +21,17 @@ Errors that mean "the database is not there right now" become
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -48,46 +55,101 @@ _CONNECT_TIMEOUT_S = 10.0
 _WAL_ATTEMPTS = 40
 
 
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """Connections per process: on PostgreSQL for everything, on SQLite for reads (its
+    writes have one connection of their own). The defaults match SQLAlchemy's."""
+
+    size: int = 5
+    max_overflow: int = 10
+    timeout_s: float = _CONNECT_TIMEOUT_S
+
+
+DEFAULT_POOL = Pool()
+
+
 def sqlite_url(data_dir: Path) -> str:
     """The default database: a SQLite file in the data folder."""
     return f"sqlite+aiosqlite:///{data_dir / SQLITE_FILE}"
 
 
-def create_engine(url: str | URL, *, connect_args: Mapping[str, Any] | None = None) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, connect_args: Mapping[str, Any] | None = None, pool: Pool = DEFAULT_POOL
+) -> AsyncEngine:
     """An async engine for ``url``; plain ``sqlite://`` and ``postgresql://`` get async drivers."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise ConfigurationError("RAGAGENT_DATABASE_URL is not a database URL") from None
+    parsed = _parse(url)
     backend = parsed.get_backend_name()
     extra = dict(connect_args or {})
+    sizes = {
+        "pool_size": pool.size,
+        "max_overflow": pool.max_overflow,
+        "pool_timeout": pool.timeout_s,
+    }
     if backend == "sqlite":
-        database = parsed.database
-        if not database or database == ":memory:":
-            # Every pooled connection would get a database of its own.
-            raise ConfigurationError("the session database must be a file, not :memory:")
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        _create_private_file(_sqlite_file(parsed))
         engine = create_async_engine(
             parsed.set(drivername="sqlite+aiosqlite"),
             connect_args={"timeout": _BUSY_TIMEOUT_S, **extra},
+            **sizes,
         )
-        _prepare_sqlite(engine)
+        _prepare_sqlite(engine.sync_engine)
         return engine
     if backend == "postgresql":
         return create_async_engine(
             parsed.set(drivername="postgresql+asyncpg"),
             # Replicas and restarts of the database leave dead connections in the pool.
             pool_pre_ping=True,
-            pool_timeout=_CONNECT_TIMEOUT_S,
             connect_args={"timeout": _CONNECT_TIMEOUT_S, **extra},
+            **sizes,
         )
     raise ConfigurationError(
         f"RAGAGENT_DATABASE_URL: unsupported database {backend!r} (use sqlite or postgresql)"
     )
 
 
-def _prepare_sqlite(engine: AsyncEngine) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def sqlite_writer(url: str | URL) -> Engine:
+    """The blocking engine of a SQLite file's single writer: one connection, every
+    transaction ``BEGIN IMMEDIATE``. Used from one thread only, so that a whole batch of
+    writes runs without waiting for the event loop between statements (which, on a busy
+    loop, is what held the write lock long enough for other writers to time out)."""
+    parsed = _parse(url)
+    _create_private_file(_sqlite_file(parsed))
+    engine = create_sync_engine(
+        parsed.set(drivername="sqlite+pysqlite"),
+        pool_size=1,
+        max_overflow=0,
+        # Created in the writer's thread, closed by dispose() from whichever thread.
+        connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
+    )
+    _prepare_sqlite(engine)
+    return engine.execution_options(**{_IMMEDIATE: True})
+
+
+def _parse(url: str | URL) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise ConfigurationError("RAGAGENT_DATABASE_URL is not a database URL") from None
+
+
+def _sqlite_file(url: URL) -> Path:
+    database = url.database
+    if not database or database == ":memory:":
+        # Every pooled connection would get a database of its own.
+        raise ConfigurationError("the session database must be a file, not :memory:")
+    return Path(database)
+
+
+def _create_private_file(path: Path) -> None:
+    """Creates the database file readable by its owner only; SQLite gives its -wal and
+    -shm files the same mode. An existing file keeps the mode its operator chose."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # SQLite takes an empty file for a new database
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def _prepare_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN (see the module docstring)
         cursor = dbapi_connection.cursor()
@@ -99,7 +161,7 @@ def _prepare_sqlite(engine: AsyncEngine) -> None:
             cursor.execute(pragma)
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         options = connection.get_execution_options()
         if options.get(_NO_BEGIN, False):

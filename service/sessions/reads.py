@@ -1,4 +1,7 @@
-"""Queries that read sessions back: one session with its turns, the history, a list page."""
+"""Queries that read sessions back: one session with its turns, the history, a list page.
+
+Blocking functions of a blocking connection, like :mod:`service.sessions.writes`: the history
+is read inside a turn's begin (in the SQLite writer's thread), the rest through ``run_sync``."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from service.domain import ConversationTurn
 from service.sessions import schema as t
@@ -22,27 +25,27 @@ from service.sessions.schema import AnyRow
 _HISTORY_BATCH = 32
 
 
-async def session_row(connection: AsyncConnection, session_id: str) -> AnyRow | None:
-    result = await connection.execute(select(t.sessions).where(t.sessions.c.id == session_id))
+def session_row(connection: Connection, session_id: str) -> AnyRow | None:
+    result = connection.execute(select(t.sessions).where(t.sessions.c.id == session_id))
     return result.one_or_none()
 
 
-async def turn_records(connection: AsyncConnection, session_id: str) -> list[TurnRecord]:
+def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
     """Every turn of the session, oldest first, with its answer, sources and tool calls."""
     turn_rows = (
-        await connection.execute(
+        connection.execute(
             select(t.turns).where(t.turns.c.session_id == session_id).order_by(t.turns.c.seq)
         )
     ).all()
     answers: dict[str, str] = {}
-    for row in await connection.execute(
+    for row in connection.execute(
         select(t.messages.c.turn_id, t.messages.c.content).where(
             t.messages.c.session_id == session_id, t.messages.c.role == "assistant"
         )
     ):
         answers[row.turn_id] = row.content
     calls: dict[str, list[Any]] = {}
-    for row in await connection.execute(
+    for row in connection.execute(
         select(t.tool_calls)
         .where(t.tool_calls.c.session_id == session_id)
         .order_by(t.tool_calls.c.turn_id, t.tool_calls.c.position)
@@ -50,7 +53,7 @@ async def turn_records(connection: AsyncConnection, session_id: str) -> list[Tur
         calls.setdefault(row.turn_id, []).append(tool_call_from_row(row))
     responses = {
         row.turn_id: row
-        for row in await connection.execute(
+        for row in connection.execute(
             select(t.responses).where(t.responses.c.session_id == session_id)
         )
     }
@@ -82,8 +85,8 @@ async def turn_records(connection: AsyncConnection, session_id: str) -> list[Tur
     return records
 
 
-async def history(
-    connection: AsyncConnection, session_id: str, *, token_budget: int, count: TokenCounter
+def history(
+    connection: Connection, session_id: str, *, token_budget: int, count: TokenCounter
 ) -> list[ConversationTurn]:
     """The newest completed turns that fit ``token_budget`` together, oldest first.
 
@@ -103,12 +106,12 @@ async def history(
         )
         if before is not None:
             query = query.where(t.turns.c.seq < before)
-        batch = (await connection.execute(query)).all()
+        batch = connection.execute(query).all()
         if not batch:
             break
         before = batch[-1].seq
         texts: dict[str, dict[str, str]] = {row.id: {} for row in batch}
-        for message in await connection.execute(
+        for message in connection.execute(
             select(t.messages.c.turn_id, t.messages.c.role, t.messages.c.content).where(
                 t.messages.c.turn_id.in_(list(texts))
             )
@@ -129,8 +132,8 @@ async def history(
     return kept
 
 
-async def session_page(
-    connection: AsyncConnection, owner: str, *, limit: int, after: tuple[datetime, str] | None
+def session_page(
+    connection: Connection, owner: str, *, limit: int, after: tuple[datetime, str] | None
 ) -> list[AnyRow]:
     """Up to ``limit`` of the owner's sessions, newest first, strictly after ``after``.
 
@@ -151,4 +154,4 @@ async def session_page(
                 s.c.created_at < created_at, and_(s.c.created_at == created_at, s.c.id < session_id)
             )
         )
-    return list((await connection.execute(query)).all())
+    return list(connection.execute(query).all())

@@ -6,7 +6,8 @@ Concurrency. A session runs at most one turn at a time. The session row carries
 when taking over an abandoned one) and a request whose UPDATE matches no row gets
 :class:`~service.errors.SessionBusy` (ABORTED). The row lock of the UPDATE makes this atomic
 on PostgreSQL across any number of replicas (a waiting UPDATE re-checks its condition once
-the first commits), and SQLite serialises writers with ``BEGIN IMMEDIATE``. Nothing is held
+the first commits); on SQLite one writer per process runs every write in order
+(:mod:`service.sessions.writer`), and ``BEGIN IMMEDIATE`` serialises the processes. Nothing is held
 in memory between requests, so no lock can outlive a crashed replica. Behind that, a
 partial unique index (one ``status = 'active'`` turn per session) makes the invariant a
 property of the database, whatever code writes to it. Rejecting, rather than queueing the
@@ -22,6 +23,12 @@ messages, the tool calls and the response are written with the turn's completion
 transaction. A run that fails, is cancelled or crashes therefore leaves a turn marked
 error/cancelled/timeout and no half of a conversation.
 
+Writes. Every write goes to the writer, which owns it from then on: a caller cancelled
+while its write is queued or running still gets it committed (and sees its CancelledError);
+only a turn's begin is dropped if it has not started, or undone (the turn marked cancelled)
+if it has, since nobody will finish that turn. :meth:`SessionStore.close` waits for every
+accepted write. The writer returns once the write is committed; failures reach the caller.
+
 Expiry. A session expires after ``ttl_s`` without use (a running turn counts as use). An
 expired session can still be read until purged, but never continued; the store answers a
 request to continue it, to read another caller's session, or an unknown one alike, with
@@ -30,25 +37,31 @@ request to continue it, to read another caller's session, or an unknown one alik
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.domain import ConversationTurn, RunResult
 from service.observability.logging import get_logger
-from service.sessions import reads, writes
-from service.sessions import schema as t
+from service.sessions import jobs, reads, writes
 from service.sessions.codec import decode_page_token, encode_page_token
-from service.sessions.engine import create_engine, prepare, transaction, writer
+from service.sessions.engine import (
+    DEFAULT_POOL,
+    Pool,
+    create_engine,
+    prepare,
+    sqlite_writer,
+    transaction,
+)
 from service.sessions.migrations import migrate
+from service.sessions.owned import OwnedWrites
 from service.sessions.records import (
-    RUN_STATUS_OF_RESPONSE,
     Clock,
     RunStatus,
     SessionRecord,
@@ -60,6 +73,7 @@ from service.sessions.records import (
     utc_now,
 )
 from service.sessions.schema import AnyRow
+from service.sessions.writer import ConcurrentWriter, SerialWriter, Writer
 
 log = get_logger("ragagent.sessions")
 T = TypeVar("T")
@@ -87,17 +101,18 @@ class SessionStore:
         clock: Clock = utc_now,
     ) -> None:
         self._engine = engine
-        self._writer = writer(engine)
+        writer: Writer = (
+            SerialWriter(sqlite_writer(engine.url))
+            if engine.dialect.name == "sqlite"
+            else ConcurrentWriter(engine)
+        )
+        self._writes = OwnedWrites(writer, clock)
         self._lifetimes = writes.Lifetimes(
             ttl=timedelta(seconds=ttl_s), stale=timedelta(seconds=stale_turn_s)
         )
         self._history_tokens = history_tokens
         self._count_tokens = count_tokens
         self._clock = clock
-        # Turns this process began and has not finished: close() marks them, so that a
-        # shutdown leaves no turn looking as if it were still running.
-        self._running: set[str] = set()
-        self._settling: set[asyncio.Task[Any]] = set()
 
     @classmethod
     async def open(
@@ -110,10 +125,11 @@ class SessionStore:
         count_tokens: TokenCounter = approx_tokens,
         clock: Clock = utc_now,
         connect_args: Mapping[str, Any] | None = None,
+        pool: Pool = DEFAULT_POOL,
     ) -> SessionStore:
         """Connects to ``url``, creates or upgrades the schema, recovers interrupted turns."""
         store = cls(
-            create_engine(url, connect_args=connect_args),
+            create_engine(url, connect_args=connect_args, pool=pool),
             ttl_s=ttl_s,
             stale_turn_s=stale_turn_s,
             history_tokens=history_tokens,
@@ -123,6 +139,7 @@ class SessionStore:
         try:
             await store.start()
         except BaseException:
+            await store._writes.close()
             await store._engine.dispose()
             raise
         return store
@@ -136,18 +153,19 @@ class SessionStore:
         await prepare(self._engine)
         await migrate(self._engine, clock=self._clock)
         if self._engine.dialect.name == "sqlite":
-            async with transaction(self._writer) as connection:
-                await writes.abandon_turns(connection, self._clock(), _RESTARTED, since_before=None)
+            await self._writes.run(jobs.AbandonTurns(self._clock(), _RESTARTED, since_before=None))
 
     async def close(self) -> None:
         """Finishes pending writes, marks this process's unfinished turns, disconnects."""
-        if self._settling:
-            await asyncio.wait(set(self._settling))
-        for turn_id in list(self._running):
+        await self._writes.drain()  # first, so that the turns they end are no longer running
+        # Turns this process began and has not ended: marked, so that a shutdown leaves
+        # no turn looking as if it were still running.
+        for turn_id in list(self._writes.running):
             try:
                 await self.abort_turn(turn_id, "error", _SHUT_DOWN)
             except Exception as error:  # noqa: BLE001 (the database may be down; still disconnect)
                 log.warning("could not mark an unfinished turn", turn_id=turn_id, error=repr(error))
+        await self._writes.close()
         await self._engine.dispose()
 
     # --- turns ---------------------------------------------------------------------
@@ -158,39 +176,28 @@ class SessionStore:
         """Starts a turn: in a new session when ``session_id`` is None or "" (the proto
         default), else in the owner's session, which must be unexpired and idle. Returns the
         history to give the model."""
-        now = self._clock()
         turn_id = str(uuid.uuid4())
         new_session = not session_id
         sid = session_id or str(uuid.uuid4())
-        history: list[ConversationTurn] = []
+        job = jobs.BeginTurn(
+            turn_id=turn_id,
+            session_id=sid,
+            new_session=new_session,
+            owner=owner,
+            question=question,
+            request_id=request_id,
+            now=self._clock(),
+            lifetimes=self._lifetimes,
+            history_tokens=self._history_tokens,
+            count_tokens=self._count_tokens,
+        )
         try:
-            async with transaction(self._writer) as connection:
-                if new_session:
-                    seq = await writes.create_session(connection, sid, owner, turn_id, now)
-                else:
-                    seq = await writes.claim_session(
-                        connection, sid, owner, turn_id, now, lifetimes=self._lifetimes
-                    )
-                    history = await reads.history(
-                        connection, sid, token_budget=self._history_tokens, count=self._count_tokens
-                    )
-                await writes.insert_turn(
-                    connection,
-                    turn_id=turn_id,
-                    sid=sid,
-                    seq=seq,
-                    request_id=request_id,
-                    question=question,
-                    now=now,
-                )
-        except writes.Expired:
-            async with transaction(self._writer) as connection:
-                await writes.mark_expired(connection, sid)
-            raise writes.not_found(sid) from None
+            history = await self._writes.begin(job)
         except IntegrityError as error:
             # Only the one-active-turn index can refuse this insert.
             raise writes.busy(sid) from error
-        self._running.add(turn_id)
+        if history is None:
+            raise writes.not_found(sid)
         return TurnHandle(turn_id, sid, history, new_session=new_session)
 
     async def history(
@@ -202,10 +209,11 @@ class SessionStore:
     ) -> list[ConversationTurn]:
         """The session's completed turns, oldest first, as many as fit ``token_budget``
         (oldest dropped first). No owner check: for callers that already hold a turn."""
-        async with transaction(self._engine) as connection:
-            return await reads.history(
-                connection, session_id, token_budget=token_budget, count=count_tokens
+        return await self._read(
+            partial(
+                reads.history, session_id=session_id, token_budget=token_budget, count=count_tokens
             )
+        )
 
     async def complete_turn(self, turn_id: str, result: RunResult) -> bool:
         """Records the run's outcome, messages and tool calls with the turn's end, atomically.
@@ -213,7 +221,10 @@ class SessionStore:
         False (and nothing written) when the turn is no longer active: its session was
         deleted, or it ran past the stale limit and was marked abandoned.
         """
-        return await self._settle(self._complete(turn_id, result))
+        done = await self._writes.run(jobs.CompleteTurn(turn_id, result, self._clock()))
+        if not done:
+            log.warning("turn no longer active; its outcome was not recorded", turn_id=turn_id)
+        return done
 
     async def abort_turn(
         self,
@@ -222,17 +233,24 @@ class SessionStore:
         error: str = "",
     ) -> bool:
         """Ends a turn without an answer; False when it was no longer active."""
-        return await self._settle(self._abort(turn_id, RunStatus(status), error))
+        return await self._writes.run(
+            jobs.AbortTurn(turn_id, RunStatus(status), error, self._clock())
+        )
 
     # --- reading and deleting ------------------------------------------------------
 
     async def get_session(self, session_id: str, owner: str) -> SessionRecord:
         """The owner's session with all its turns (an expired one too, until purged)."""
-        async with transaction(self._engine) as connection:
-            row = await reads.session_row(connection, session_id)
+
+        def read(connection: Connection) -> tuple[AnyRow | None, list[TurnRecord]]:
+            row = reads.session_row(connection, session_id)
             if row is None or row.owner != owner:
-                raise writes.not_found(session_id)
-            turns = await reads.turn_records(connection, session_id)
+                return None, []
+            return row, reads.turn_records(connection, session_id)
+
+        row, turns = await self._read(read)
+        if row is None:
+            raise writes.not_found(session_id)
         return self._record(row, self._clock(), turns)
 
     async def list_sessions(
@@ -242,8 +260,9 @@ class SessionStore:
         the end). Raises InvalidArgument for a token this store did not issue."""
         after = decode_page_token(page_token) if page_token else None
         size = min(max(1, page_size), MAX_PAGE_SIZE)
-        async with transaction(self._engine) as connection:
-            rows = await reads.session_page(connection, owner, limit=size + 1, after=after)
+        rows = await self._read(
+            partial(reads.session_page, owner=owner, limit=size + 1, after=after)
+        )
         now = self._clock()
         page = [self._record(row, now) for row in rows[:size]]
         more = len(rows) > size
@@ -251,55 +270,24 @@ class SessionStore:
 
     async def delete_session(self, session_id: str, owner: str) -> None:
         """Removes the owner's session with its turns, messages, tool calls and responses."""
-        async with transaction(self._writer) as connection:
-            row = await reads.session_row(connection, session_id)
-            if row is None or row.owner != owner:
-                raise writes.not_found(session_id)
-            await writes.delete_sessions(connection, [session_id])
+        await self._writes.run(jobs.DeleteSession(session_id, owner))
 
     async def purge_expired(self) -> int:
         """Deletes every expired session (in batches) and fails stale turns; returns how
         many sessions went."""
         purged = 0
-        lifetimes = self._lifetimes
         while True:
-            now = self._clock()
-            async with transaction(self._writer) as connection:
-                await writes.abandon_turns(
-                    connection,
-                    now,
-                    lifetimes.abandoned_reason(),
-                    since_before=now - lifetimes.stale,
-                )
-                query = select(t.sessions.c.id).where(lifetimes.expired_sql(now))
-                ids = list((await connection.execute(query.limit(_PURGE_BATCH))).scalars())
-                await writes.delete_sessions(connection, ids)
-            purged += len(ids)
-            if len(ids) < _PURGE_BATCH:
+            batch = jobs.PurgeExpired(self._clock(), self._lifetimes, _PURGE_BATCH)
+            count = await self._writes.run(batch)
+            purged += count
+            if count < _PURGE_BATCH:
                 return purged
 
     # --- internals -----------------------------------------------------------------
 
-    async def _complete(self, turn_id: str, result: RunResult) -> bool:
-        now = self._clock()
-        status = RUN_STATUS_OF_RESPONSE[result.status]
-        error = "" if status == RunStatus.COMPLETED else result.finish_reason
-        async with transaction(self._writer) as connection:
-            turn = await writes.end_turn(connection, turn_id, status, error, now)
-            if turn is not None:
-                await writes.record_outcome(
-                    connection, turn, turn_id, result, status=status, now=now
-                )
-        self._running.discard(turn_id)
-        if turn is None:
-            log.warning("turn no longer active; its outcome was not recorded", turn_id=turn_id)
-        return turn is not None
-
-    async def _abort(self, turn_id: str, status: RunStatus, error: str) -> bool:
-        async with transaction(self._writer) as connection:
-            turn = await writes.end_turn(connection, turn_id, status, error, self._clock())
-        self._running.discard(turn_id)
-        return turn is not None
+    async def _read(self, query: Callable[[Connection], T]) -> T:
+        async with transaction(self._engine) as connection:
+            return await connection.run_sync(query)
 
     def _record(
         self, row: AnyRow, now: datetime, turns: list[TurnRecord] | None = None
@@ -315,21 +303,3 @@ class SessionStore:
             turn_count=row.turn_count,
             turns=turns or [],
         )
-
-    async def _settle(self, work: Coroutine[Any, Any, T]) -> T:
-        """Runs a turn's final write to its end even if the caller is cancelled meanwhile.
-
-        A handler cancelled while recording its turn would otherwise roll the write back
-        and leave the turn active until the stale limit. The caller still sees its
-        CancelledError; close() waits for writes that outlive their caller.
-        """
-        task = asyncio.ensure_future(work)
-        self._settling.add(task)
-        task.add_done_callback(self._settled)
-        return await asyncio.shield(task)
-
-    def _settled(self, task: asyncio.Task[Any]) -> None:
-        self._settling.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            # Retrieved here so that a write whose caller went away still gets logged.
-            log.warning("recording a turn failed", error=repr(task.exception()))

@@ -1,6 +1,9 @@
 """The statements that change sessions: claim a session for a turn, end a turn, record its
 outcome, abandon stale turns, delete. Each runs inside the caller's transaction; the rules
-they implement are described in :mod:`service.sessions.store`."""
+they implement are described in :mod:`service.sessions.store`.
+
+They are blocking functions of a blocking connection: the SQLite writer runs a whole batch
+of them in its thread (:mod:`service.sessions.writer`), PostgreSQL through ``run_sync``."""
 
 from __future__ import annotations
 
@@ -9,11 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from service.domain import RunResult
 from service.errors import SessionBusy, SessionNotFound
-from service.sessions import reads
 from service.sessions import schema as t
 from service.sessions.codec import response_values, tool_call_values
 from service.sessions.records import RunStatus, SessionStatus, truncate
@@ -53,11 +55,15 @@ class Lifetimes:
         )
 
 
-async def create_session(
-    connection: AsyncConnection, sid: str, owner: str, turn_id: str, now: datetime
+def session_row(connection: Connection, sid: str) -> AnyRow | None:
+    return connection.execute(select(t.sessions).where(t.sessions.c.id == sid)).one_or_none()
+
+
+def create_session(
+    connection: Connection, sid: str, owner: str, turn_id: str, now: datetime
 ) -> int:
     """A new session already claimed by its first turn; returns that turn's number."""
-    await connection.execute(
+    connection.execute(
         insert(t.sessions).values(
             id=sid,
             owner=owner,
@@ -72,8 +78,8 @@ async def create_session(
     return 1
 
 
-async def claim_session(
-    connection: AsyncConnection,
+def claim_session(
+    connection: Connection,
     sid: str,
     owner: str,
     turn_id: str,
@@ -86,7 +92,7 @@ async def claim_session(
     Raises SessionNotFound, Expired, or SessionBusy when the session has a live turn or
     another request claimed it between our read and our compare-and-set.
     """
-    row = await reads.session_row(connection, sid)
+    row = session_row(connection, sid)
     if row is None or row.owner != owner:
         raise not_found(sid)
     if lifetimes.in_use(row, now):
@@ -97,7 +103,7 @@ async def claim_session(
     previous = row.active_turn_id
     unchanged = s.active_turn_id.is_(None) if previous is None else s.active_turn_id == previous
     seq = (
-        await connection.execute(
+        connection.execute(
             update(t.sessions)
             .where(s.id == sid, unchanged)
             .values(
@@ -114,12 +120,12 @@ async def claim_session(
     if previous is not None:
         # Taken over from a stale turn: fail it before ours is inserted (one active turn).
         reason = lifetimes.abandoned_reason()
-        await end_turn(connection, previous, RunStatus.ERROR, reason, now, touch=False)
+        end_turn(connection, previous, RunStatus.ERROR, reason, now, touch=False)
     return int(seq)
 
 
-async def insert_turn(
-    connection: AsyncConnection,
+def insert_turn(
+    connection: Connection,
     *,
     turn_id: str,
     sid: str,
@@ -128,7 +134,7 @@ async def insert_turn(
     question: str,
     now: datetime,
 ) -> None:
-    await connection.execute(
+    connection.execute(
         insert(t.turns).values(
             id=turn_id,
             session_id=sid,
@@ -141,8 +147,8 @@ async def insert_turn(
     )
 
 
-async def end_turn(
-    connection: AsyncConnection,
+def end_turn(
+    connection: Connection,
     turn_id: str,
     status: RunStatus,
     error: str,
@@ -154,7 +160,7 @@ async def end_turn(
     (already ended, or deleted). ``touch``: the end counts as use of the session, which an
     abandoned turn does not."""
     turn = (
-        await connection.execute(
+        connection.execute(
             update(t.turns)
             .where(t.turns.c.id == turn_id, t.turns.c.status == RunStatus.ACTIVE)
             .values(status=status, error=truncate(error), completed_at=now)
@@ -165,7 +171,7 @@ async def end_turn(
         freed: dict[str, Any] = {"active_turn_id": None, "active_since": None}
         if touch:
             freed["last_accessed"] = now
-        await connection.execute(
+        connection.execute(
             update(t.sessions)
             .where(t.sessions.c.id == turn.session_id, t.sessions.c.active_turn_id == turn_id)
             .values(freed)
@@ -173,8 +179,8 @@ async def end_turn(
     return turn
 
 
-async def record_outcome(
-    connection: AsyncConnection,
+def record_outcome(
+    connection: Connection,
     turn: AnyRow,
     turn_id: str,
     result: RunResult,
@@ -187,54 +193,54 @@ async def record_outcome(
     said = [{"role": "user", "content": turn.question, "created_at": turn.created_at}]
     if result.answer:
         said.append({"role": "assistant", "content": truncate(result.answer), "created_at": now})
-    await connection.execute(
+    connection.execute(
         insert(t.messages), [{**m, "session_id": sid, "turn_id": turn_id} for m in said]
     )
     if result.tool_calls:
-        await connection.execute(
+        connection.execute(
             insert(t.tool_calls),
             [
                 tool_call_values(call, position=i, session_id=sid, turn_id=turn_id, now=now)
                 for i, call in enumerate(result.tool_calls)
             ],
         )
-    await connection.execute(
+    connection.execute(
         insert(t.responses).values(
             response_values(result, session_id=sid, turn_id=turn_id, now=now)
         )
     )
     if status == RunStatus.COMPLETED:
-        await connection.execute(
+        connection.execute(
             update(t.sessions)
             .where(t.sessions.c.id == sid, t.sessions.c.status == SessionStatus.NEW)
             .values(status=SessionStatus.ACTIVE)
         )
 
 
-async def abandon_turns(
-    connection: AsyncConnection, now: datetime, reason: str, *, since_before: datetime | None
+def abandon_turns(
+    connection: Connection, now: datetime, reason: str, *, since_before: datetime | None
 ) -> None:
     """Fails the active turns (only those begun before ``since_before``, if given)."""
     query = select(t.sessions.c.active_turn_id).where(t.sessions.c.active_turn_id.is_not(None))
     if since_before is not None:
         query = query.where(t.sessions.c.active_since <= since_before)
-    for turn_id in (await connection.execute(query)).scalars().all():
-        await end_turn(connection, turn_id, RunStatus.ERROR, reason, now, touch=False)
+    for turn_id in (connection.execute(query)).scalars().all():
+        end_turn(connection, turn_id, RunStatus.ERROR, reason, now, touch=False)
 
 
-async def mark_expired(connection: AsyncConnection, sid: str) -> None:
-    await connection.execute(
+def mark_expired(connection: Connection, sid: str) -> None:
+    connection.execute(
         update(t.sessions).where(t.sessions.c.id == sid).values(status=SessionStatus.EXPIRED)
     )
 
 
-async def delete_sessions(connection: AsyncConnection, ids: list[str]) -> None:
+def delete_sessions(connection: Connection, ids: list[str]) -> None:
     if not ids:
         return
     # Children first: correct with or without foreign keys enforced (SQLite needs a pragma).
     for table in (t.responses, t.tool_calls, t.messages, t.turns):
-        await connection.execute(delete(table).where(table.c.session_id.in_(ids)))
-    await connection.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids)))
+        connection.execute(delete(table).where(table.c.session_id.in_(ids)))
+    connection.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids)))
 
 
 def not_found(session_id: str) -> SessionNotFound:
