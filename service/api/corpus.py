@@ -55,6 +55,9 @@ DEFAULT_PAGE_SIZE = 50
 DRAIN_S = 5.0
 # How long a pruning ingest waits, after the stream's end, to hear of a cancellation.
 END_GRACE_S = 0.1
+# IngestDocumentsResponse.warnings: most lines, longest line.
+MAX_WARNINGS = 1000
+MAX_WARNING_CHARS = 2048
 
 log = get_logger("ragagent.corpus")
 
@@ -102,7 +105,20 @@ def ingest_response(
         chunks_written=summary.chunks_written,
         chunks_deleted=summary.chunks_deleted,
         duration=duration(duration_s),
+        warnings=bounded_warnings(summary.warnings),
     )
+
+
+def bounded_warnings(warnings: list[str]) -> list[str]:
+    """The warnings within IngestDocumentsResponse.warnings' limits: a corpus full of odd
+    pages must not make the summary larger than a message may be."""
+    lines = [
+        w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 1] + "…" for w in warnings
+    ]
+    if len(lines) <= MAX_WARNINGS:
+        return lines
+    left_out = len(lines) - (MAX_WARNINGS - 1)
+    return [*lines[: MAX_WARNINGS - 1], f"… and {left_out} more warnings (in the server log)"]
 
 
 def encode_page_token(document_id: str) -> str:

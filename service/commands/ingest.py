@@ -201,8 +201,7 @@ async def _through_server(
             timeout=args.timeout,
             on_sent=view.sent,
         )
-    # The server logs its parser warnings; the response has no room for them.
-    return IngestOutcome(response)
+    return IngestOutcome(response, list(response.warnings))
 
 
 def rpc_error_lines(error: grpc.aio.AioRpcError) -> list[str]:

@@ -11,7 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import protovalidate
+
+from service.api.corpus import MAX_WARNINGS, IngestTally, ingest_response
 from service.config import Settings
+from service.ingest.pipeline import IngestSummary
 from tests.commands.support import run
 from tests.corpus.support import BASE_URL, PAGES, corpus_server, settings_for, write_pages
 from tests.helpers import local_embedder
@@ -164,6 +168,27 @@ async def test_links_out_of_the_folder_are_read_only_when_asked(tmp_path: Path) 
         "notes.md: links to a file outside PATH; skipped (--follow-symlinks reads it)"
     ]
     assert (followed.json()["added"], followed.json()["skipped"]) == (1, 0)
+
+
+async def test_parser_warnings_are_reported_either_way(tmp_path: Path) -> None:
+    docs = write_pages(tmp_path / "docs", {**PAGES, "bad.md": "---\na: [\n---\nText.\n"})
+    local = await run(_settings(tmp_path), "ingest", str(docs), "--json")
+    async with corpus_server(tmp_path / "server") as srv:
+        remote = await run(srv.settings, "ingest", str(docs), "--address", srv.address, "--json")
+    for result in (local, remote):
+        assert result.code == 0
+        (warning,) = result.json()["warnings"]
+        assert warning.startswith("bad.md: invalid YAML")
+        assert result.json()["skipped"] == 0
+
+
+def test_the_response_keeps_within_its_warning_limits() -> None:
+    summary = IngestSummary(warnings=[f"p{i}.md: " + "x" * 3000 for i in range(1500)])
+    response = ingest_response(summary, IngestTally(), duration_s=1.0)
+    protovalidate.validate(response)  # the contract's own limits
+    assert len(response.warnings) == MAX_WARNINGS
+    assert response.warnings[0].startswith("p0.md: xxx")
+    assert response.warnings[-1] == "… and 501 more warnings (in the server log)"
 
 
 def test_the_command_keeps_stdout_for_the_report(tmp_path: Path) -> None:

@@ -121,6 +121,7 @@ class IngestDocumentsResponse(_message.Message):
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
     CHUNKS_DELETED_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     documents_added: _builtins.int
     """Documents that were not indexed before."""
     documents_updated: _builtins.int
@@ -137,6 +138,14 @@ class IngestDocumentsResponse(_message.Message):
     def duration(self) -> _duration_pb2.Duration:
         """Wall time of the whole stream on the server."""
 
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the parser noticed in the documents (which were indexed all the same), one line
+        each, starting with the document id, for example "a.md: unclosed code fence". At most
+        1000 lines of at most 2048 characters; when there were more, the last line says how
+        many were left out (the server logs every one).
+        """
+
     def __init__(
         self,
         *,
@@ -147,10 +156,11 @@ class IngestDocumentsResponse(_message.Message):
         chunks_written: _builtins.int = ...,
         chunks_deleted: _builtins.int = ...,
         duration: _duration_pb2.Duration | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted", "chunks_written", b"chunks_written", "documents_added", b"documents_added", "documents_deleted", b"documents_deleted", "documents_unchanged", b"documents_unchanged", "documents_updated", b"documents_updated", "duration", b"duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted", "chunks_written", b"chunks_written", "documents_added", b"documents_added", "documents_deleted", b"documents_deleted", "documents_unchanged", b"documents_unchanged", "documents_updated", b"documents_updated", "duration", b"duration", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
