@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
 from service.agent.extractive import _Candidate, _candidates, _with_continuations, choose
 from service.agent.sentences import Piece, lexical_overlap, split_pieces, split_sentences
+from service.config import default_model_dir
 from service.domain import AnswerMode, ResponseStatus, ScoredChunk, Source, ToolCallStatus
 from service.retrieval.base import Embedder
 from tests.agent.support import (
@@ -26,7 +26,7 @@ from tests.agent.support import (
     request,
 )
 
-MODEL_DIR = Path.home() / ".cache/ragagent/models/all-MiniLM-L6-v2-int8"
+MODEL_DIR = default_model_dir()
 _LOADED: list[Embedder] = []
 
 QUESTION = "What does a URDF link describe?"

@@ -6,15 +6,15 @@ import itertools
 import re
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
+from service.config import default_model_dir
 from service.ingest.chunker import Chunker, TextChunk
 from service.ingest.markdown import parse_markdown
 from tests.ingest.fakes import count_words
 
-TOKENIZER = Path.home() / ".cache/ragagent/models/all-MiniLM-L6-v2-int8/tokenizer.json"
+TOKENIZER = default_model_dir() / "tokenizer.json"
 
 
 def chunks_of(text: str, *, max_tokens: int = 64, **kwargs: float) -> list[TextChunk]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from service.config import default_model_dir
 from service.ingest.chunker import Chunker
 from service.ingest.loader import load_documents
 from service.ingest.markdown import parse_markdown
@@ -16,7 +17,7 @@ from tests.ingest.fakes import FakeEmbedder, MemoryStore, count_words
 
 pytestmark = pytest.mark.corpus
 
-TOKENIZER = Path.home() / ".cache/ragagent/models/all-MiniLM-L6-v2-int8/tokenizer.json"
+TOKENIZER = default_model_dir() / "tokenizer.json"
 BASE = "https://physical-ai-robotics.dev"
 MAX_TOKENS = 256
 

@@ -39,7 +39,7 @@ def test_the_image_runs_the_provisioning_steps_of_make_setup() -> None:
 def test_provisioning_is_pinned_and_checksummed() -> None:
     assert "service.provision protos" in _recipe("protos-deps")
     assert "service.provision models" in _recipe("models")
-    provision = (ROOT / "service" / "provision.py").read_text()
+    provision = (ROOT / "service" / "provision" / "artifacts.py").read_text()
     assert len(re.findall(r'sha256="[0-9a-f]{64}"', provision)) == 4
 
 
