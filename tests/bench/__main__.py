@@ -1,18 +1,43 @@
-"""Runs every benchmark in turn: ``python -m tests.bench``."""
+"""Runs the benchmarks in turn: ``python -m tests.bench [NAME ...] [--full]``.
+
+Quick mode by default; ``--full`` (or BENCH_MODE=full, which ``make bench BENCH_MODE=full``
+passes through) runs the long ones at full size: the soak at 500 streams for 10 minutes.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from service.observability.logging import configure_logging
-from tests.bench import bench_ingest, bench_retrieve
+from tests.bench import bench_ingest, bench_retrieve, bench_soak
+
+BENCHES: dict[str, Callable[[bool], Coroutine[Any, Any, object]]] = {
+    "retrieve": lambda full: bench_retrieve.main(),
+    "ingest": lambda full: bench_ingest.main(),
+    "soak": lambda full: bench_soak.main(full=full),
+}
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench")
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHES)}; default: all")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        default=os.environ.get("BENCH_MODE") == "full",
+        help="full size (default when BENCH_MODE=full)",
+    )
+    args = parser.parse_args()
+    if unknown := set(args.names) - BENCHES.keys():
+        parser.error(f"unknown benchmark {', '.join(sorted(unknown))}")
     configure_logging("WARNING", "console")
-    for bench in (bench_retrieve, bench_ingest):
-        print(f"== {bench.__name__}")
-        asyncio.run(bench.main())
+    for name in args.names or BENCHES:
+        print(f"== {name}{' (full)' if args.full else ''}")
+        asyncio.run(BENCHES[name](args.full))
 
 
 if __name__ == "__main__":

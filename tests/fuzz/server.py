@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.config import default_model_dir
 
+ROOT = Path(__file__).resolve().parents[2]
 # A few short documents: enough for answers, sources and citations to exist.
 SMALL_CORPUS = {
     "m1/urdf.md": "# URDF\n\nURDF is an XML format that describes a robot. It lists the "
@@ -108,9 +110,15 @@ class ServerProcess:
         return int(self.process.returncode)
 
 
-def start_server(data_dir: Path, **settings: str) -> ServerProcess:
+SERVE = ("-m", "service.cli", "serve")
+
+
+def start_server(
+    data_dir: Path, *, command: Sequence[str] = SERVE, **settings: str
+) -> ServerProcess:
     """Starts ``ragagent serve`` on a free port over ``data_dir`` and waits until it serves.
 
+    ``command`` is what the interpreter runs: ``ragagent serve`` unless a harness wraps it.
     ``settings`` are RAGAGENT_* variables without the prefix (``agent_strategy="extractive"``);
     nothing else of ours leaks in: no RAGAGENT_* or OPENAI_* variable of the caller, no .env
     (the working directory is ``data_dir``), no model download.
@@ -127,10 +135,13 @@ def start_server(data_dir: Path, **settings: str) -> ServerProcess:
     }
     env |= {f"RAGAGENT_{k.upper()}": v for k, v in chosen.items()}
     env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash leaves its Python stacks in the log
+    # A harness command under tests/ must import from the repository (the cwd is data_dir).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT)]))
     log_path = data_dir / "server.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve"],
+            [sys.executable, *command],
             env=env,
             cwd=data_dir,
             stdin=subprocess.DEVNULL,
