@@ -106,3 +106,13 @@ bench: setup ## benchmarks: figures and ratios against baselines measured in the
 
 clean: ## remove caches (keeps .venv and the downloads)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
+
+# Clients in other languages (docs/clients.md). Neither target needs Python: the protos come
+# from scripts/fetch-protos.sh, buf from .venv/bin/buf or PATH. A language whose toolchain is
+# missing is skipped with what it lacks (Debian packages: scripts/build-clients.sh).
+.PHONY: fetch-protos clients
+fetch-protos: ## fetch the third-party protos without Python (same pins as protos-deps)
+	scripts/fetch-protos.sh
+
+clients: fetch-protos ## generate and compile the Go, Java and TypeScript example clients
+	scripts/build-clients.sh
