@@ -55,9 +55,33 @@ class InvalidArgument(RagAgentError):
     code = grpc.StatusCode.INVALID_ARGUMENT
     reason = "INVALID_ARGUMENT"
 
+    # The status travels in trailers, which clients cap at 8 KiB by default: a request with
+    # hundreds of bad map keys must still get its INVALID_ARGUMENT, not RESOURCE_EXHAUSTED
+    # from the client's own transport. So the list and every string in it are bounded.
+    MAX_VIOLATIONS = 8
+    MAX_FIELD_CHARS = 100
+    MAX_DESCRIPTION_CHARS = 200
+    SUMMARISED = 3
+
     def __init__(self, violations: Sequence[FieldViolation], message: str | None = None) -> None:
-        self.violations = list(violations)
-        summary = "; ".join(f"{v.field}: {v.description}" for v in self.violations)
+        listed = [
+            FieldViolation(
+                _clip(v.field, self.MAX_FIELD_CHARS),
+                _clip(v.description, self.MAX_DESCRIPTION_CHARS),
+                v.reason,
+            )
+            for v in violations[: self.MAX_VIOLATIONS]
+        ]
+        if len(violations) > self.MAX_VIOLATIONS:
+            unlisted = len(violations) - self.MAX_VIOLATIONS
+            listed.append(FieldViolation("", f"{unlisted} more violations", "violations.more"))
+        self.violations = listed
+        summary = "; ".join(
+            f"{v.field}: {v.description}" if v.field else v.description
+            for v in listed[: self.SUMMARISED]
+        )
+        if len(listed) > self.SUMMARISED:
+            summary += f" (and {len(violations) - self.SUMMARISED} more)"
         super().__init__(message or f"invalid request: {summary}")
 
     def details(self) -> list[any_pb2.Any]:
@@ -255,6 +279,10 @@ def to_rpc_status(error: BaseException, *, request_id: str) -> status_pb2.Status
         message=f"internal error (request id {request_id}); the server log has the details",
         details=[_pack(info)],
     )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _pack(message: Message) -> any_pb2.Any:

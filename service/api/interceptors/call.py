@@ -26,6 +26,12 @@ def current_request_id() -> str:
     return value if isinstance(value, str) else ""
 
 
+def usable_id(value: str) -> bool:
+    """Whether ``value`` can be a request id: it goes into response metadata, which takes
+    printable ASCII only (anything else fails the call in grpc's core)."""
+    return 0 < len(value) <= MAX_REQUEST_ID and value.isascii() and value.isprintable()
+
+
 def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
@@ -51,7 +57,7 @@ class Call:
         """The first value of header ``name`` if it is a usable id, else empty."""
         for key, value in self.metadata:
             if key == name:
-                return value if 0 < len(value) <= MAX_REQUEST_ID and value.isprintable() else ""
+                return value if usable_id(value) else ""
         return ""
 
     @property

@@ -15,7 +15,7 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
-from service.api.interceptors.call import Call
+from service.api.interceptors.call import Call, usable_id
 from service.api.interceptors.validation import validate
 from service.errors import FieldViolation, InvalidArgument
 from service.observability.logging import get_logger
@@ -39,7 +39,8 @@ class RequestIds:
 
     def message(self, call: Call, message: Message, index: int | None) -> None:
         own = getattr(message, "request_id", "")
-        if isinstance(own, str) and own and own != call.request_id:
+        # An unusable id is left to validation to reject; the call keeps its own meanwhile.
+        if isinstance(own, str) and usable_id(own) and own != call.request_id:
             call.request_id = own
             structlog.contextvars.bind_contextvars(request_id=own)
 
