@@ -193,6 +193,10 @@ class Soak:
             (f"crashes {int(bool(self.death))} (target 0)", not self.death),
             (f"RSS growth {growth:+.1%} (target < 10%)", growth < 0.10),
             (f"open FDs {start.fds} -> {end.fds} (target: back to baseline)", end.fds <= start.fds),
+            (
+                f"idle asyncio tasks {start.tasks} -> {end.tasks} (target: back to baseline)",
+                start.tasks is None or (end.tasks or 0) <= start.tasks,
+            ),
         ]
         print("  targets:")
         for what, met in checks:

@@ -7,7 +7,8 @@ Also two small process entry points (``python -m tests.bench.soak_load ...``):
   vanish mid-stream without any cancellation sent.
 - ``serve STATS_PATH``: ``ragagent serve`` with one extra task that writes the number of
   asyncio tasks of the server's loop to STATS_PATH every half second. The server exposes no
-  task count of its own; wrapping its entry point measures it without changing it.
+  task count of its own; an event loop policy set before its entry point runs measures it
+  without changing it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
@@ -177,22 +177,24 @@ async def _count_tasks(stats_path: Path) -> None:
         await asyncio.sleep(0.5)
 
 
+class _CountingPolicy(asyncio.DefaultEventLoopPolicy):
+    """Every event loop made under it starts with a task that counts the loop's tasks: the
+    hook sits under whatever runs the server's loop (asyncio.run, a Runner)."""
+
+    def __init__(self, stats_path: Path) -> None:
+        super().__init__()
+        self._stats_path = stats_path
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        loop.call_soon(lambda: loop.create_task(_count_tasks(self._stats_path)))
+        return loop
+
+
 def _serve(stats_path: Path) -> int:
     from service.cli import main
 
-    original = asyncio.run
-
-    def run(main_coroutine: Any, **options: Any) -> Any:
-        async def counted() -> Any:
-            counter = asyncio.create_task(_count_tasks(stats_path))
-            try:
-                return await main_coroutine
-            finally:
-                counter.cancel()
-
-        return original(counted(), **options)
-
-    asyncio.run = run  # type: ignore[assignment]
+    asyncio.set_event_loop_policy(_CountingPolicy(stats_path))
     return main(["serve"])
 
 
