@@ -14,8 +14,10 @@
 # google/rpc copies). A language whose toolchain is missing is reported and, when it was asked
 # for by name, ends the script with exit code 4; with no names it is skipped.
 #
-# Needs buf (BUF, default .venv/bin/buf, else buf on PATH) and .cache/protos (make setup or
-# scripts/fetch-protos.sh). Toolchains, all Debian bookworm packages:
+# Needs .cache/protos (scripts/fetch-protos.sh or make setup) and buf: for TypeScript the one
+# npm installs from tests/interop/ts/package-lock.json; for Go and Java $BUF, else
+# .venv/bin/buf (make setup), else buf on PATH, else that npm one. Toolchains, all from Debian
+# bookworm packages except TypeScript's:
 #   go:         golang-go protoc-gen-go protoc-gen-go-grpc golang-google-protobuf-dev
 #               golang-google-grpc-dev golang-google-genproto-dev
 #               golang-github-golang-protobuf-1-5-dev   (sources in GOCODE=/usr/share/gocode)
@@ -54,16 +56,25 @@ if [ "$EXPLICIT" -eq 0 ]; then LANGS=(go java typescript); fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
-BUF="${BUF:-$ROOT/.venv/bin/buf}"
-if [ ! -x "$BUF" ]; then BUF="$(command -v buf || true)"; fi
-[ -n "$BUF" ] || { echo "build-clients: needs buf (make setup, or npm i @bufbuild/buf)" >&2; exit 1; }
+TS_DIR="$ROOT/tests/interop/ts"
+# buf: $BUF, else .venv/bin/buf (make setup), else buf on PATH, else the one npm installed for
+# the TypeScript client. The TypeScript build uses that npm one unless BUF is set.
+find_buf() {
+  local candidate
+  for candidate in "${BUF:-}" "$ROOT/.venv/bin/buf" "$(command -v buf || true)" \
+    "$TS_DIR/node_modules/.bin/buf"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+      echo "$candidate"
+      return
+    fi
+  done
+}
 [ -f .cache/protos/buf/validate/validate.proto ] || {
   echo "build-clients: .cache/protos missing: run scripts/fetch-protos.sh (or make setup)" >&2
   exit 1
 }
 GOCODE="${GOCODE:-/usr/share/gocode}"
 JAVA_LIBS="${JAVA_LIBS:-/usr/share/java}"
-TS_DIR="$ROOT/tests/interop/ts"
 EXIT_TOOLCHAIN=4
 MISSING=0
 
@@ -72,6 +83,7 @@ say() { echo "build-clients: $*"; }
 # Prints what LANG lacks (empty when its toolchain is complete).
 missing_for() {
   local lack=() tool jar
+  if [ "$1" != typescript ] && [ -z "$(find_buf)" ]; then lack+=("buf"); fi
   case "$1" in
     go)
       for tool in go protoc-gen-go protoc-gen-go-grpc; do
@@ -114,18 +126,20 @@ only_ragagent() {
 # buf generate from the repository root with a template written on the fly (third-party
 # code the build needs but the documented templates leave out).
 generate_deps() {
-  local template="$1" out="$2"
+  local template="$1" out="$2" buf
+  buf="$(find_buf)"
   local file
   file="$(mktemp "$OUT/deps.XXXXXX.yaml")"
   printf '%s\n' "$template" >"$file"
-  "$BUF" generate --template "$file" -o "$out"
+  "$buf" generate --template "$file" -o "$out"
   rm -f "$file"
 }
 
 build_go() {
-  local dir="$OUT/go" gopath="$OUT/go/gopath"
+  local dir="$OUT/go" gopath="$OUT/go/gopath" buf
+  buf="$(find_buf)"
   rm -rf "$dir" && mkdir -p "$dir/bin" "$gopath/src/github.com/ragagent/ragagent/clients"
-  "$BUF" generate --template clients/go/buf.gen.yaml -o "$dir"
+  "$buf" generate --template clients/go/buf.gen.yaml -o "$dir"
   only_ragagent "$dir/gen/go"
   # buf/validate at the import path its go_package names.
   generate_deps "version: v2
@@ -145,13 +159,14 @@ inputs:
 }
 
 build_java() {
-  local dir="$OUT/java" plugins
+  local dir="$OUT/java" plugins buf
+  buf="$(find_buf)"
   rm -rf "$dir" && mkdir -p "$dir/classes" "$dir/bin"
   plugins="$dir/bin"
   if ! command -v protoc-gen-grpc-java >/dev/null; then
     ln -s "$(command -v grpc_java_plugin)" "$plugins/protoc-gen-grpc-java"
   fi
-  PATH="$plugins:$PATH" "$BUF" generate --template clients/java/buf.gen.yaml -o "$dir"
+  PATH="$plugins:$PATH" "$buf" generate --template clients/java/buf.gen.yaml -o "$dir"
   only_ragagent "$dir/gen/java"
   generate_deps "version: v2
 plugins:
@@ -181,14 +196,17 @@ build_typescript() {
     printf '%s' "$lock_sha" >"$stamp"
   fi
   rm -rf "$TS_DIR/gen" "$TS_DIR/dist"
+  # Everything from npm: buf (@bufbuild/buf), protoc-gen-es and tsc.
   local bin="$TS_DIR/node_modules/.bin"
-  PATH="$bin:$PATH" "$BUF" generate --template clients/typescript/buf.gen.yaml -o "$TS_DIR"
+  local buf="${BUF:-$bin/buf}"
+  PATH="$bin:$PATH" "$buf" generate --template clients/typescript/buf.gen.yaml -o "$TS_DIR"
   only_ragagent "$TS_DIR/gen/ts"
   # On purpose: the google.rpc error details, for typed rich errors.
-  PATH="$bin:$PATH" "$BUF" generate .cache/protos --path .cache/protos/google/rpc/error_details.proto \
+  PATH="$bin:$PATH" "$buf" generate .cache/protos --path .cache/protos/google/rpc/error_details.proto \
     --template clients/typescript/buf.gen.yaml -o "$TS_DIR"
   "$bin/tsc" -p "$TS_DIR/tsconfig.json"
-  say "typescript: $TS_DIR/dist/client.js (node $(node --version), tsc $("$bin/tsc" --version | cut -d' ' -f2))"
+  say "typescript: $TS_DIR/dist/client.js (node $(node --version), tsc $("$bin/tsc" --version |
+    cut -d' ' -f2), buf $("$buf" --version))"
 }
 
 for lang in "${LANGS[@]}"; do

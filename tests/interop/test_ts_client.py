@@ -1,15 +1,16 @@
 """Interop: a TypeScript client (connect-es over gRPC) against the real server.
 
 The client (tests/interop/ts/client.ts) uses only code that `buf generate` writes from the
-repository's protos with the documented template (clients/typescript/buf.gen.yaml) and a local
-protoc-gen-es from npm, plus google/rpc/error_details.proto generated on purpose for the rich
-errors. So these tests prove the TypeScript story of docs/clients.md end to end: generate,
-type-check with tsc, connect, stream AskStream, send a request id and a deadline, and decode
-`google.rpc.BadRequest` / `ErrorInfo` from grpc-status-details-bin.
+repository's protos with the documented template (clients/typescript/buf.gen.yaml), with buf,
+protoc-gen-es and tsc all from npm (package-lock.json), plus google/rpc/error_details.proto
+generated on purpose for the rich errors. So these tests prove the TypeScript story of
+docs/clients.md end to end, without Python: generate, type-check with tsc, connect, stream
+AskStream, send a request id and a deadline, and decode `google.rpc.BadRequest` / `ErrorInfo`
+from grpc-status-details-bin.
 
-Needs `node` and `npm` (skips without them), `buf` (installed by `make setup`), the fetched
-third-party protos, and the npm registry the first time, to run `npm ci` in tests/interop/ts
-(redone only when package-lock.json changes).
+Needs `node` and `npm` (skips without them), the fetched third-party protos, and the npm
+registry the first time, to run `npm ci` in tests/interop/ts (redone only when
+package-lock.json changes).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TS_DIR = PROJECT_ROOT / "tests" / "interop" / "ts"
 BUILD = PROJECT_ROOT / "scripts" / "build-clients.sh"
 THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
-BUF = PROJECT_ROOT / ".venv" / "bin" / "buf"
 
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
@@ -74,8 +74,6 @@ def ts_client() -> Path:
     package-lock.json changed, `buf generate` with clients/typescript/buf.gen.yaml (failing
     if it wrote anything but ragagent/v1), google/rpc/error_details.proto on purpose, `tsc`.
     """
-    if not BUF.is_file():
-        pytest.skip(f"buf not installed at {BUF}: run `make setup`")
     if not THIRD_PARTY_PROTOS.is_dir():
         pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
     try:
