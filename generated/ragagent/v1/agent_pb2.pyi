@@ -225,7 +225,8 @@ class AgentResponse(_message.Message):
     """How the run ended."""
     finish_reason: _builtins.str
     """Why the answer ended: the model's finish reason ("stop", "length", "content_filter"),
-    or "extractive", "no_answer", "max_tool_rounds", "timeout", "cancelled".
+    or "extractive", "no_answer", "max_tool_rounds", "timeout", "cancelled", or "error"
+    (the model's answer broke off; see status ERROR).
     """
     model: _builtins.str
     """The model that wrote the answer, as named by the endpoint; for the extractive strategy,
@@ -337,7 +338,9 @@ class AskStreamResponse(_message.Message):
     @_builtins.property
     def completed(self) -> Global___AgentResponse:
         """The run has ended; the final response. Always the last event of a stream that ends
-        with status OK, and of one that ends with DEADLINE_EXCEEDED after status TIMEOUT.
+        with status OK, of one that ends with DEADLINE_EXCEEDED after status TIMEOUT, and of
+        one that ends with UNAVAILABLE after status ERROR (the model's answer broke off:
+        reasons MODEL_STREAM_INTERRUPTED, MODEL_EMPTY_ANSWER), carrying the partial answer.
         """
 
     def __init__(

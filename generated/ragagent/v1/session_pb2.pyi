@@ -110,7 +110,9 @@ class Turn(_message.Message):
     question: _builtins.str
     """The question as asked."""
     answer: _builtins.str
-    """The answer given; empty when the run did not complete."""
+    """The answer given: whole for a completed run, the partial answer for one that timed out
+    or whose model answer broke off (status ERROR), empty otherwise.
+    """
     status: Global___RunStatus.ValueType
     """State of the run."""
     confidence: _builtins.float
