@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from service.commands import ask, demo, evaluate, ingest, serve
+from service.commands import ask, demo, evaluate, ingest, keys, serve
+from service.commands.interrupt import Interrupted
 from service.errors import ConfigurationError, RagAgentError
 
-COMMANDS = (serve, ask, demo, ingest, evaluate)
+COMMANDS = (serve, ask, demo, ingest, evaluate, keys)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,8 +37,16 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    runner = asyncio.Runner()
     try:
-        code: int = asyncio.run(args.run(args))
+        code: int = runner.run(args.run(args))
+    except Interrupted as stopped:
+        # Exit now, without closing the runner: that would wait for the worker threads to
+        # finish what they were doing (an embedding batch takes seconds), work nobody wants
+        # any more. The command has closed what holds state and said where it stopped.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(stopped.exit_code)
     except ConfigurationError as exc:
         print(f"ragagent: {exc}", file=sys.stderr)
         return 2
@@ -45,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        runner.close()
     return code
 
 

@@ -3,67 +3,50 @@
 Without ``--address`` the command opens the store itself, which the embedded store allows
 only while no server has it open; with ``--address`` it streams the files to the server's
 CorpusService. Both report the same summary, so scripts do not care which ran.
+
+SIGINT or SIGTERM stop either within a second or so (see :mod:`service.commands.interrupt`)
+with a line saying what was committed; documents are written whole and unchanged ones are
+skipped, so running the command again finishes the job.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import grpc
-from ragagent.v1 import corpus_pb2
+from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.api.corpus import IngestTally, ingest_response
 from service.api.interceptors import validate
+from service.commands.channel import Connection, add_connection_flags, connection, open_channel
 from service.commands.flags import Flag, settings_with_flags
-from service.commands.serve import local_target
+from service.commands.ingest_report import IngestOutcome, ProgressView, progress_view, render
+from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import InvalidArgument
 from service.ingest.loader import SourceDocument, SourceFolder
-from service.ingest.pipeline import DocumentStatus, IngestEvent, Ingestor
+from service.ingest.pipeline import IngestEvent, Ingestor
 from service.ingest.remote import ingest_remote
 from service.observability.logging import configure_logging
 
-if TYPE_CHECKING:  # the server (and rich) load slowly: imported where used, for start-up time
-    from rich.progress import Progress
-
+if TYPE_CHECKING:  # the server loads slowly: imported where used, for start-up time
     from service.server import Runtime
 
+__all__ = ["IngestOutcome", "ingest_command", "ingest_local", "register", "rpc_error_lines"]
+
 RuntimeOpener = Callable[[Settings], Awaitable["Runtime"]]
-
-
-@dataclass(frozen=True, slots=True)
-class IngestOutcome:
-    """What an ingest did, wherever it ran."""
-
-    response: corpus_pb2.IngestDocumentsResponse
-    warnings: list[str] = field(default_factory=list)
-    # Files left out on this side (unreadable, or links out of the folder), one line each.
-    skipped: list[str] = field(default_factory=list)
-
-    @property
-    def all_warnings(self) -> list[str]:
-        return [*self.skipped, *self.warnings]
-
-    def to_dict(self) -> dict[str, Any]:
-        r = self.response
-        return {
-            "added": r.documents_added,
-            "updated": r.documents_updated,
-            "unchanged": r.documents_unchanged,
-            "deleted": r.documents_deleted,
-            "chunks_written": r.chunks_written,
-            "chunks_deleted": r.chunks_deleted,
-            "skipped": len(self.skipped),
-            "duration_s": round(r.duration.ToNanoseconds() / 1e9, 3),
-            "warnings": self.all_warnings,
-        }
+# How long an interrupted ingest through a server waits to learn the index's size.
+INDEX_SIZE_TIMEOUT_S = 1.0
+# How long an interrupted ingest in this process waits for its runtime to close.
+CLOSE_AFTER_CANCEL_S = 1.0
 
 
 def register(commands: Any) -> None:
@@ -93,6 +76,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--timeout", type=float, help="seconds a remote ingest may take (default: no limit)"
     )
+    add_connection_flags(parser)
     parser.set_defaults(run=run_ingest)
 
 
@@ -113,7 +97,11 @@ async def ingest_command(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """The command with its dependencies given: the exit code, the report on ``out``."""
+    """The command with its dependencies given: the exit code, the report on ``out``.
+
+    Raises :class:`Interrupted` when SIGINT or SIGTERM stopped it, having said on ``err``
+    what was committed.
+    """
     out = out or sys.stdout
     err = err or sys.stderr
     root: Path = args.path
@@ -123,12 +111,13 @@ async def ingest_command(
         return 2
     show_progress = not args.json and out.isatty()
     folder = SourceFolder(root, follow_symlinks=args.follow_symlinks)
+    remote = _Remote(connection(args, args.address), args.timeout) if args.address else None
     try:
-        with _progress(out, len(folder), enabled=show_progress, chunks=not args.address) as view:
-            if args.address:
-                outcome = await _through_server(args, iter(folder), view)
+        with progress_view(out, len(folder), enabled=show_progress, chunks=not remote) as view:
+            if remote is not None:
+                work = remote.ingest(iter(folder), args, view)
             else:
-                outcome = await ingest_local(
+                work = ingest_local(
                     iter(folder),
                     settings,
                     base_url=args.base_url,
@@ -136,14 +125,23 @@ async def ingest_command(
                     open_runtime=open_runtime,
                     progress=view.ingested,
                 )
+            outcome = await until_signalled(work)
     except grpc.aio.AioRpcError as error:
         print("\n".join(rpc_error_lines(error)), file=err)
         return 1
+    except Interrupted as stopped:  # said once the progress bar is gone
+        if remote is not None:
+            size = await remote.index_size()
+            where = view.stopped_remote(stopped.signal_name, size, prune=args.prune)
+        else:
+            where = view.stopped_local(stopped.signal_name)
+        print(f"ragagent: {where}", file=err, flush=True)
+        raise
     outcome = replace(outcome, skipped=folder.skipped)
     if args.json:
         print(json.dumps(outcome.to_dict()), file=out)
     else:
-        _render(outcome, out)
+        render(outcome, out)
     return 0
 
 
@@ -183,25 +181,58 @@ async def ingest_local(
         tally = IngestTally(then=progress)
         summary = await ingestor.ingest(documents, base_url=base_url, prune=prune, progress=tally)
     finally:
-        await runtime.close()
+        await _close(runtime)
     return IngestOutcome(
         ingest_response(summary, tally, duration_s=summary.duration_s), summary.warnings
     )
 
 
-async def _through_server(
-    args: argparse.Namespace, documents: Iterator[SourceDocument], view: _ProgressView
-) -> IngestOutcome:
-    async with grpc.aio.insecure_channel(local_target(args.address)) as channel:
-        response = await ingest_remote(
-            channel,
-            documents,
-            base_url=args.base_url,
-            prune=args.prune,
-            timeout=args.timeout,
-            on_sent=view.sent,
-        )
-    return IngestOutcome(response, list(response.warnings))
+async def _close(runtime: Runtime) -> None:
+    """Closes the runtime; once the ingest was cancelled (by a signal), for a bounded time:
+    closing waits for the blocking work in flight, typically an embedding batch that takes
+    seconds and whose vectors nobody will store. What holds state (the store, the session
+    database) is closed before that wait."""
+    task = asyncio.current_task()
+    if task is None or not task.cancelling():
+        await runtime.close()
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CLOSE_AFTER_CANCEL_S):
+            await runtime.close()
+
+
+class _Remote:
+    """Ingesting through a running server's CorpusService."""
+
+    def __init__(self, server: Connection, timeout: float | None) -> None:
+        self._server = server
+        self._timeout = timeout
+
+    async def ingest(
+        self, documents: Iterator[SourceDocument], args: argparse.Namespace, view: ProgressView
+    ) -> IngestOutcome:
+        async with open_channel(self._server) as channel:
+            response = await ingest_remote(
+                channel,
+                documents,
+                base_url=args.base_url,
+                prune=args.prune,
+                timeout=self._timeout,
+                on_sent=view.on_sent,
+            )
+        return IngestOutcome(response, list(response.warnings))
+
+    async def index_size(self) -> int | None:
+        """How many documents the server's index holds; None when it does not say at once
+        (an interrupted command must not hang on it)."""
+        async with open_channel(self._server) as channel:
+            try:
+                stats = await corpus_pb2_grpc.CorpusServiceStub(channel).GetCorpusStats(
+                    corpus_pb2.GetCorpusStatsRequest(), timeout=INDEX_SIZE_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError:
+                return None
+        return stats.document_count
 
 
 def rpc_error_lines(error: grpc.aio.AioRpcError) -> list[str]:
@@ -220,64 +251,3 @@ def rpc_error_lines(error: grpc.aio.AioRpcError) -> list[str]:
             if detail.Unpack(bad_request):
                 lines.extend(f"  {v.field}: {v.description}" for v in bad_request.field_violations)
     return lines
-
-
-class _ProgressView:
-    """Documents and chunks done, on a rich progress bar; does nothing when disabled."""
-
-    def __init__(self, progress: Progress | None, total: int, *, chunks: bool) -> None:
-        self._progress = progress
-        if progress is not None:
-            self._documents = progress.add_task("documents", total=total)
-            self._chunks = progress.add_task("chunks", total=None) if chunks else None
-
-    def ingested(self, event: IngestEvent) -> None:
-        if self._progress is None:
-            return
-        if event.status is not DocumentStatus.DELETED:  # pruned ones are not under PATH
-            self._progress.advance(self._documents)
-        if self._chunks is not None:
-            self._progress.advance(self._chunks, event.chunks_written)
-
-    def sent(self, document: SourceDocument) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._documents)
-
-
-@contextmanager
-def _progress(out: TextIO, total: int, *, enabled: bool, chunks: bool) -> Iterator[_ProgressView]:
-    if not enabled:
-        yield _ProgressView(None, total, chunks=chunks)
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    columns = ("{task.description:>9}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(file=out), transient=True) as bar:
-        yield _ProgressView(bar, total, chunks=chunks)
-
-
-def _render(outcome: IngestOutcome, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    counts = outcome.to_dict()
-    table = Table(title="ingest", show_header=False)
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    for name in (
-        "added",
-        "updated",
-        "unchanged",
-        "deleted",
-        "skipped",
-        "chunks_written",
-        "chunks_deleted",
-    ):
-        table.add_row(name.replace("_", " "), str(counts[name]))
-    table.add_row("duration", f"{counts['duration_s']:.1f} s")
-    table.add_row("warnings", str(len(counts["warnings"])))
-    console = Console(file=out)
-    console.print(table)
-    for warning in counts["warnings"]:
-        console.print(f"warning: {warning}", markup=False, highlight=False)

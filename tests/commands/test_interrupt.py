@@ -1,0 +1,90 @@
+"""Ctrl-C (SIGINT) or SIGTERM during ``ragagent ingest``: out within seconds, with a word.
+
+Run as processes: the exit code, the time to exit and the last line are what a user sees.
+The corpus is big enough (60 pages, 240 chunks) that the signal always lands mid-ingest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.commands.processes import Ragagent, environment, ragagent_server, write_corpus
+from tests.helpers import local_embedder
+
+PAGES = 60
+# The promise is "a second or two"; the margin is for a loaded CI machine.
+STOP_WITHIN_S = 3.0
+
+pytestmark = pytest.mark.slow
+
+
+def _committed(line: str) -> int:
+    """How many documents the stop message says were committed."""
+    if "before any document was committed" in line:
+        return 0
+    found = re.search(r": (\d+) of \d+ documents were committed", line)
+    assert found, line
+    return int(found.group(1))
+
+
+def _rerun(*argv: str, env: dict[str, str]) -> dict[str, int]:
+    code, out = Ragagent(*argv, "--json", env=env).finish()
+    assert code == 0
+    report: dict[str, int] = json.loads(out)
+    return report
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_stops_a_local_ingest_and_a_rerun_finishes_it(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    local_embedder()  # skips where the model is not provisioned
+    docs = write_corpus(tmp_path / "docs", PAGES)
+    env = environment(tmp_path / "data")
+    ingest = Ragagent("ingest", str(docs), "--json", env=env)
+    try:
+        ingest.wait_for_event("runtime ready")
+        time.sleep(1.0)  # chunking and embedding the first batch
+        code, elapsed = ingest.stop(sig)
+    finally:
+        ingest.kill()
+    assert code == 128 + sig.value  # 130 for SIGINT, 143 for SIGTERM
+    assert elapsed < STOP_WITHIN_S, f"took {elapsed:.1f} s to stop"
+    last = ingest.stderr.splitlines()[-1]
+    assert last.startswith(f"ragagent: stopped by {sig.name}")
+    assert "run the same command again" in last
+    committed = _committed(last)
+
+    report = _rerun("ingest", str(docs), env=env)
+    assert (report["unchanged"], report["added"]) == (committed, PAGES - committed)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_stops_an_ingest_through_a_server(tmp_path: Path, sig: signal.Signals) -> None:
+    local_embedder()
+    docs = write_corpus(tmp_path / "docs", PAGES)
+    env = environment(tmp_path / "client")
+    with ragagent_server(tmp_path / "server") as address:
+        ingest = Ragagent("ingest", str(docs), "--address", address, "--prune", env=env)
+        try:
+            time.sleep(2.0)  # connected, and the server busy embedding
+            code, elapsed = ingest.stop(sig)
+        finally:
+            ingest.kill()
+        assert code == 128 + sig.value
+        assert elapsed < STOP_WITHIN_S, f"took {elapsed:.1f} s to stop"
+        last = ingest.stderr.splitlines()[-1]
+        assert re.match(
+            rf"ragagent: stopped by {sig.name} after sending \d+ of {PAGES} documents: the "
+            r"server keeps each one it had finished writing; the index holds \d+ documents "
+            r"now; nothing was pruned; run the same command again to finish the rest$",
+            last,
+        ), last
+        report = _rerun("ingest", str(docs), "--address", address, env=env)
+    assert report["added"] + report["unchanged"] == PAGES
