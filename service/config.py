@@ -202,6 +202,24 @@ class Settings(BaseSettings):
     session_purge_interval: float = Field(
         60.0, gt=0, description="Seconds between purges of expired sessions."
     )
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        description="Session-database connections kept open (PostgreSQL; on SQLite for reads "
+        "only: its writes go through one connection of their own).",
+    )
+    database_max_overflow: int = Field(
+        20,
+        ge=0,
+        description="Further connections opened under load and closed once idle. Mind the "
+        "server's max_connections: replicas x (pool size + overflow) must fit.",
+    )
+    database_pool_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a request waits for a free session-database connection before "
+        "failing UNAVAILABLE.",
+    )
 
     @field_validator("address")
     @classmethod

@@ -6,7 +6,7 @@ See :mod:`service.sessions.store` for the concurrency and atomicity rules.
 from __future__ import annotations
 
 from service.config import Settings
-from service.sessions.engine import sqlite_url
+from service.sessions.engine import Pool, sqlite_url
 from service.sessions.purger import SessionPurger, run_purger
 from service.sessions.records import (
     MAX_MESSAGE_CHARS,
@@ -53,4 +53,9 @@ async def open_session_store(settings: Settings, *, clock: Clock = utc_now) -> S
         ttl_s=settings.session_ttl,
         history_tokens=settings.session_history_tokens,
         clock=clock,
+        pool=Pool(
+            size=settings.database_pool_size,
+            max_overflow=settings.database_max_overflow,
+            timeout_s=settings.database_pool_timeout,
+        ),
     )

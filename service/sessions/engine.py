@@ -58,11 +58,13 @@ _WAL_ATTEMPTS = 40
 @dataclass(frozen=True, slots=True)
 class Pool:
     """Connections per process: on PostgreSQL for everything, on SQLite for reads (its
-    writes have one connection of their own). The defaults match SQLAlchemy's."""
+    writes have one connection of their own). Sized for hundreds of concurrent streams,
+    each holding a connection for the few statements of a turn's begin or end: on a busy
+    event loop those take long enough that SQLAlchemy's 5 + 10 made waiters time out."""
 
-    size: int = 5
-    max_overflow: int = 10
-    timeout_s: float = _CONNECT_TIMEOUT_S
+    size: int = 10
+    max_overflow: int = 20
+    timeout_s: float = 30.0
 
 
 DEFAULT_POOL = Pool()

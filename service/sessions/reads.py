@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from service.domain import ConversationTurn
@@ -23,6 +23,21 @@ from service.sessions.records import RunStatus, TokenCounter, TurnRecord
 from service.sessions.schema import AnyRow
 
 _HISTORY_BATCH = 32
+_NO_BOUND = 2**31 - 1  # above any turn number (an INTEGER column on every backend)
+# Built once: the history is read inside every continued turn's begin (see writes.py).
+_COMPLETED_BEFORE = (
+    select(t.turns.c.id, t.turns.c.seq)
+    .where(
+        t.turns.c.session_id == bindparam("sid"),
+        t.turns.c.status == RunStatus.COMPLETED,
+        t.turns.c.seq < bindparam("before"),
+    )
+    .order_by(t.turns.c.seq.desc())
+    .limit(_HISTORY_BATCH)
+)
+_MESSAGES_OF = select(t.messages.c.turn_id, t.messages.c.role, t.messages.c.content).where(
+    t.messages.c.turn_id.in_(bindparam("turns", expanding=True))
+)
 
 
 def session_row(connection: Connection, session_id: str) -> AnyRow | None:
@@ -96,26 +111,14 @@ def history(
     """
     kept: list[ConversationTurn] = []
     left = token_budget
-    before: int | None = None
+    before = _NO_BOUND
     while left > 0:
-        query = (
-            select(t.turns.c.id, t.turns.c.seq)
-            .where(t.turns.c.session_id == session_id, t.turns.c.status == RunStatus.COMPLETED)
-            .order_by(t.turns.c.seq.desc())
-            .limit(_HISTORY_BATCH)
-        )
-        if before is not None:
-            query = query.where(t.turns.c.seq < before)
-        batch = connection.execute(query).all()
+        batch = connection.execute(_COMPLETED_BEFORE, {"sid": session_id, "before": before}).all()
         if not batch:
             break
         before = batch[-1].seq
         texts: dict[str, dict[str, str]] = {row.id: {} for row in batch}
-        for message in connection.execute(
-            select(t.messages.c.turn_id, t.messages.c.role, t.messages.c.content).where(
-                t.messages.c.turn_id.in_(list(texts))
-            )
-        ):
+        for message in connection.execute(_MESSAGES_OF, {"turns": list(texts)}):
             texts[message.turn_id][message.role] = message.content
         for row in batch:
             said = texts[row.id]

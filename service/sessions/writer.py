@@ -236,9 +236,11 @@ class ConcurrentWriter:
         return pending
 
     async def _execute(self, pending: Pending[T]) -> T:
-        if not pending.begin():
-            raise asyncio.CancelledError  # withdrawn before it started: nothing to do
         async with transaction(self._engine) as connection:
+            # Started once it has a connection: until then (the pool may be exhausted) a
+            # caller that goes away can still withdraw it.
+            if not pending.begin():
+                raise asyncio.CancelledError  # withdrawn: roll back the empty transaction
             return await connection.run_sync(pending.work)
 
     async def drain(self) -> None:

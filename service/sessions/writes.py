@@ -3,23 +3,79 @@ outcome, abandon stale turns, delete. Each runs inside the caller's transaction;
 they implement are described in :mod:`service.sessions.store`.
 
 They are blocking functions of a blocking connection: the SQLite writer runs a whole batch
-of them in its thread (:mod:`service.sessions.writer`), PostgreSQL through ``run_sync``."""
+of them in its thread (:mod:`service.sessions.writer`), PostgreSQL through ``run_sync``.
+The statements of a turn's begin and end are built once, with bound parameters: building
+them per call (and their cache keys) cost more than running them, in the thread that
+bounds how many turns a second SQLite can record."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from service.domain import RunResult
 from service.errors import SessionBusy, SessionNotFound
 from service.sessions import schema as t
 from service.sessions.codec import response_values, tool_call_values
 from service.sessions.records import RunStatus, SessionStatus, truncate
-from service.sessions.schema import AnyRow
+from service.sessions.schema import AnyRow, UTCDateTime
+
+_s, _t = t.sessions.c, t.turns.c
+_NOW = bindparam("now", type_=UTCDateTime())
+_SESSION_ROW = select(t.sessions).where(_s.id == bindparam("sid"))
+_INSERT_SESSION = insert(t.sessions)
+_INSERT_TURN = insert(t.turns)
+_INSERT_MESSAGES = insert(t.messages)
+_INSERT_TOOL_CALLS = insert(t.tool_calls)
+_INSERT_RESPONSE = insert(t.responses)
+
+
+def _claim(*, after_stale: bool) -> ReturningUpdate[int]:
+    """The compare-and-set of a claim: the session's active turn is still what we read."""
+    previous: BindParameter[str] = bindparam("previous")
+    unchanged = _s.active_turn_id == previous if after_stale else _s.active_turn_id.is_(None)
+    return (
+        update(t.sessions)
+        .where(_s.id == bindparam("sid"), unchanged)
+        .values(
+            active_turn_id=bindparam("turn"),
+            active_since=_NOW,
+            last_accessed=_NOW,
+            turn_count=_s.turn_count + 1,
+        )
+        .returning(_s.turn_count)
+    )
+
+
+_CLAIM_IDLE, _CLAIM_STALE = _claim(after_stale=False), _claim(after_stale=True)
+_END_TURN = (
+    update(t.turns)
+    .where(_t.id == bindparam("turn"), _t.status == RunStatus.ACTIVE)
+    .values(status=bindparam("new_status"), error=bindparam("message"), completed_at=_NOW)
+    .returning(_t.session_id, _t.question, _t.created_at)
+)
+_FREE = update(t.sessions).where(_s.id == bindparam("sid"), _s.active_turn_id == bindparam("turn"))
+_FREE_IDLE = _FREE.values(active_turn_id=None, active_since=None)
+_FREE_USED = _FREE.values(active_turn_id=None, active_since=None, last_accessed=_NOW)
+_PROMOTE = (
+    update(t.sessions)
+    .where(_s.id == bindparam("sid"), _s.status == SessionStatus.NEW)
+    .values(status=SessionStatus.ACTIVE)
+)
 
 
 class Expired(Exception):
@@ -56,7 +112,7 @@ class Lifetimes:
 
 
 def session_row(connection: Connection, sid: str) -> AnyRow | None:
-    return connection.execute(select(t.sessions).where(t.sessions.c.id == sid)).one_or_none()
+    return connection.execute(_SESSION_ROW, {"sid": sid}).one_or_none()
 
 
 def create_session(
@@ -64,16 +120,17 @@ def create_session(
 ) -> int:
     """A new session already claimed by its first turn; returns that turn's number."""
     connection.execute(
-        insert(t.sessions).values(
-            id=sid,
-            owner=owner,
-            status=SessionStatus.NEW,
-            created_at=now,
-            last_accessed=now,
-            turn_count=1,
-            active_turn_id=turn_id,
-            active_since=now,
-        )
+        _INSERT_SESSION,
+        {
+            "id": sid,
+            "owner": owner,
+            "status": SessionStatus.NEW,
+            "created_at": now,
+            "last_accessed": now,
+            "turn_count": 1,
+            "active_turn_id": turn_id,
+            "active_since": now,
+        },
     )
     return 1
 
@@ -99,21 +156,10 @@ def claim_session(
         raise busy(sid)
     if lifetimes.expired(row, now):
         raise Expired
-    s = t.sessions.c
     previous = row.active_turn_id
-    unchanged = s.active_turn_id.is_(None) if previous is None else s.active_turn_id == previous
-    seq = (
-        connection.execute(
-            update(t.sessions)
-            .where(s.id == sid, unchanged)
-            .values(
-                active_turn_id=turn_id,
-                active_since=now,
-                last_accessed=now,
-                turn_count=s.turn_count + 1,
-            )
-            .returning(s.turn_count)
-        )
+    seq = connection.execute(
+        _CLAIM_IDLE if previous is None else _CLAIM_STALE,
+        {"sid": sid, "turn": turn_id, "now": now, "previous": previous},
     ).scalar_one_or_none()
     if seq is None:
         raise busy(sid)
@@ -135,15 +181,16 @@ def insert_turn(
     now: datetime,
 ) -> None:
     connection.execute(
-        insert(t.turns).values(
-            id=turn_id,
-            session_id=sid,
-            seq=seq,
-            request_id=request_id[:128],
-            question=truncate(question),
-            status=RunStatus.ACTIVE,
-            created_at=now,
-        )
+        _INSERT_TURN,
+        {
+            "id": turn_id,
+            "session_id": sid,
+            "seq": seq,
+            "request_id": request_id[:128],
+            "question": truncate(question),
+            "status": RunStatus.ACTIVE,
+            "created_at": now,
+        },
     )
 
 
@@ -159,22 +206,14 @@ def end_turn(
     """Moves an active turn to ``status`` and frees its session; None if it was not active
     (already ended, or deleted). ``touch``: the end counts as use of the session, which an
     abandoned turn does not."""
-    turn = (
-        connection.execute(
-            update(t.turns)
-            .where(t.turns.c.id == turn_id, t.turns.c.status == RunStatus.ACTIVE)
-            .values(status=status, error=truncate(error), completed_at=now)
-            .returning(t.turns.c.session_id, t.turns.c.question, t.turns.c.created_at)
-        )
+    turn = connection.execute(
+        _END_TURN,
+        {"turn": turn_id, "new_status": status, "message": truncate(error), "now": now},
     ).one_or_none()
     if turn is not None:
-        freed: dict[str, Any] = {"active_turn_id": None, "active_since": None}
-        if touch:
-            freed["last_accessed"] = now
         connection.execute(
-            update(t.sessions)
-            .where(t.sessions.c.id == turn.session_id, t.sessions.c.active_turn_id == turn_id)
-            .values(freed)
+            _FREE_USED if touch else _FREE_IDLE,
+            {"sid": turn.session_id, "turn": turn_id, "now": now},
         )
     return turn
 
@@ -194,27 +233,21 @@ def record_outcome(
     if result.answer:
         said.append({"role": "assistant", "content": truncate(result.answer), "created_at": now})
     connection.execute(
-        insert(t.messages), [{**m, "session_id": sid, "turn_id": turn_id} for m in said]
+        _INSERT_MESSAGES, [{**m, "session_id": sid, "turn_id": turn_id} for m in said]
     )
     if result.tool_calls:
         connection.execute(
-            insert(t.tool_calls),
+            _INSERT_TOOL_CALLS,
             [
                 tool_call_values(call, position=i, session_id=sid, turn_id=turn_id, now=now)
                 for i, call in enumerate(result.tool_calls)
             ],
         )
     connection.execute(
-        insert(t.responses).values(
-            response_values(result, session_id=sid, turn_id=turn_id, now=now)
-        )
+        _INSERT_RESPONSE, response_values(result, session_id=sid, turn_id=turn_id, now=now)
     )
     if status == RunStatus.COMPLETED:
-        connection.execute(
-            update(t.sessions)
-            .where(t.sessions.c.id == sid, t.sessions.c.status == SessionStatus.NEW)
-            .values(status=SessionStatus.ACTIVE)
-        )
+        connection.execute(_PROMOTE, {"sid": sid})
 
 
 def abandon_turns(
