@@ -3,7 +3,7 @@
 Documents are read from the iterable and written one message at a time, each write
 waiting for the transport, so the client holds one document at a time whatever the size
 of the corpus. The writes are explicit (``call.write``) rather than a request generator
-handed to gRPC: when reading a document fails (a file that is not UTF-8, say), gRPC would
+handed to gRPC: when the iterable raises (reading a document failed), gRPC would
 swallow the generator's exception and cancel the call, and the caller would see a bare
 cancellation. Here the call is cancelled (so the server stops before pruning anything)
 and the reader's own exception is raised.
