@@ -7,7 +7,7 @@ when taking over an abandoned one) and a request whose UPDATE matches no row get
 :class:`~service.errors.SessionBusy` (ABORTED). The row lock of the UPDATE makes this atomic
 on PostgreSQL across any number of replicas (a waiting UPDATE re-checks its condition once
 the first commits); on SQLite one writer per process runs every write in order
-(:mod:`service.sessions.writer`), and ``BEGIN IMMEDIATE`` serialises the processes. Nothing is held
+(:mod:`service.sessions.writer`) and ``BEGIN IMMEDIATE`` serialises processes. Nothing is held
 in memory between requests, so no lock can outlive a crashed replica. Behind that, a
 partial unique index (one ``status = 'active'`` turn per session) makes the invariant a
 property of the database, whatever code writes to it. Rejecting, rather than queueing the
@@ -23,11 +23,13 @@ messages, the tool calls and the response are written with the turn's completion
 transaction. A run that fails, is cancelled or crashes therefore leaves a turn marked
 error/cancelled/timeout and no half of a conversation.
 
-Writes. Every write goes to the writer, which owns it from then on: a caller cancelled
-while its write is queued or running still gets it committed (and sees its CancelledError);
-only a turn's begin is dropped if it has not started, or undone (the turn marked cancelled)
-if it has, since nobody will finish that turn. :meth:`SessionStore.close` waits for every
-accepted write. The writer returns once the write is committed; failures reach the caller.
+Writes. Each operation is one short transaction (:mod:`service.sessions.jobs`): a turn's
+begin (claim, history, insert) before its run, its end after; nothing is written while it
+runs. Every write goes to the writer, which owns it from then on: a caller cancelled while
+its write is queued or running still gets it committed (and sees its CancelledError); only
+a turn's begin is dropped if it has not started, or undone (the turn marked cancelled) if it
+has, since nobody would end that turn. A caller hears back once its write is committed, or
+gets its failure. :meth:`SessionStore.close` waits for every accepted write.
 
 Expiry. A session expires after ``ttl_s`` without use (a running turn counts as use). An
 expired session can still be read until purged, but never continued; the store answers a

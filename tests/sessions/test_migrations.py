@@ -174,10 +174,15 @@ async def test_the_default_database_is_sqlite_in_wal_mode_under_the_data_dir(
     try:
         async with store.engine.connect() as connection:
             mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar()
+        await store.begin_turn(session_id=None, owner="alice", question="q", request_id="r")
+        files = sorted((tmp_path / "data").iterdir())
+        # Conversations are private: the file, its WAL and the folder are the owner's only.
+        assert [f.name for f in files] == ["sessions.db", "sessions.db-shm", "sessions.db-wal"]
+        assert {f.stat().st_mode & 0o777 for f in files} == {0o600}
+        assert (tmp_path / "data").stat().st_mode & 0o077 == 0
     finally:
         await store.close()
     assert mode == "wal"
-    assert (tmp_path / "data" / "sessions.db").is_file()
 
 
 async def test_an_unreachable_database_is_unavailable() -> None:
