@@ -38,6 +38,7 @@ from pathlib import Path
 import grpc
 
 from tests.bench.soak_load import Tally, kill_clients, worker
+from tests.bench.soak_probe import Resources, quiet
 from tests.fuzz.server import ServerProcess, ingest, start_server
 
 QUICK = (100, 30.0)
@@ -45,44 +46,11 @@ FULL = (500, 600.0)
 POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 STREAMS_PER_CHANNEL = 50  # one HTTP/2 connection per 50 streams, as a client pool might
 KILL_EVERY_S = 4.0
-QUIET_FOR_S = 6.0  # longer than httpx's 5 s keep-alive expiry of idle model connections
-
-
-@dataclass(frozen=True)
-class Resources:
-    rss_kib: int
-    fds: int
-    tasks: int | None
-
-    @classmethod
-    def of(cls, server: ServerProcess, stats: Path) -> Resources:
-        status = Path(f"/proc/{server.pid}/status").read_text()
-        rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")]
-        tasks = int(stats.read_text()) if stats.exists() else None
-        return cls(rss[0] if rss else 0, len(os.listdir(f"/proc/{server.pid}/fd")), tasks)
-
-
-async def quiet(server: ServerProcess, stats: Path, baseline: Resources | None) -> Resources:
-    """The server's resources once it is idle: back at ``baseline``, or unchanged for
-    QUIET_FOR_S, or after 60 s, whichever comes first."""
-    started = time.monotonic()
-    last, since = Resources.of(server, stats), time.monotonic()
-    while time.monotonic() - started < 60 and server.alive():
-        await asyncio.sleep(0.5)
-        now = Resources.of(server, stats)
-        if baseline and now.fds <= baseline.fds and (now.tasks or 0) <= (baseline.tasks or 0):
-            return now
-        if (now.fds, now.tasks) != (last.fds, last.tasks):
-            since = time.monotonic()
-        elif time.monotonic() - since >= QUIET_FOR_S:
-            return now
-        last = now
-    return last
 
 
 @contextlib.asynccontextmanager
-async def model_process() -> AsyncIterator[str]:
-    """The fake model as a process of its own; yields its base URL."""
+async def model_process() -> AsyncIterator[int]:
+    """The fake model as a process of its own; yields its port."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -94,7 +62,7 @@ async def model_process() -> AsyncIterator[str]:
     try:
         assert process.stdout is not None
         line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-        yield f"http://127.0.0.1:{line.strip().removeprefix('port=')}/v1"
+        yield int(line.strip().removeprefix("port="))
     finally:
         process.terminate()
         await process.wait()
@@ -174,11 +142,13 @@ class Soak:
         print(f"  client processes SIGKILLed: {dict(self.killed)}")
         print(f"  server access log: {dict(self.log_codes.most_common())}")
         print(f"  server error log lines: {self.log_errors}")
-        start = self.start or self.end or Resources(1, 0, None)
+        start = self.start or self.end or Resources(1)
         end = self.end or start  # a dead server has no end figures: compare nothing
         growth = (end.rss_kib - start.rss_kib) / start.rss_kib
         print(f"  server RSS: {start.rss_kib / 1024:.1f} -> {end.rss_kib / 1024:.1f} MiB")
         print(f"  server open FDs: {start.fds} -> {end.fds}")
+        for kind in sorted(start.fd_kinds.keys() | end.fd_kinds.keys()):
+            print(f"    {kind}: {start.fd_kinds[kind]} -> {end.fd_kinds[kind]}")
         print(f"  server asyncio tasks when idle: {start.tasks} -> {end.tasks}")
         unexpected = self.tally.unexpected
         # What the server says it answered: the client cannot see a stream it killed.
@@ -192,7 +162,11 @@ class Soak:
             (f"unexpected statuses {sum(unexpected.values())} {dict(unexpected)}", not unexpected),
             (f"crashes {int(bool(self.death))} (target 0)", not self.death),
             (f"RSS growth {growth:+.1%} (target < 10%)", growth < 0.10),
-            (f"open FDs {start.fds} -> {end.fds} (target: back to baseline)", end.fds <= start.fds),
+            (
+                f"open FDs but the pools {start.fds_but_pools} -> {end.fds_but_pools} "
+                "(target: back to baseline)",
+                end.fds_but_pools <= start.fds_but_pools,
+            ),
             (
                 f"idle asyncio tasks {start.tasks} -> {end.tasks} (target: back to baseline)",
                 start.tasks is None or (end.tasks or 0) <= start.tasks,
@@ -214,8 +188,10 @@ async def soak(store: str, strategy: str, streams: int, seconds: float) -> Soak:
     )
     async with contextlib.AsyncExitStack() as stack:
         settings = {"agent_strategy": "extractive", "log_level": "INFO", "embedding_threads": "1"}
+        model_port = None
         if strategy == "model":
-            base_url = await stack.enter_async_context(model_process())
+            model_port = await stack.enter_async_context(model_process())
+            base_url = f"http://127.0.0.1:{model_port}/v1"
             settings |= {"agent_strategy": "agentic", "llm_base_url": base_url, "llm_api_key": "x"}
         settings |= await stack.enter_async_context(database(store))
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -226,9 +202,9 @@ async def soak(store: str, strategy: str, streams: int, seconds: float) -> Soak:
         await asyncio.to_thread(ingest, server.target)
 
         await load(server, streams, warm_up)
-        start = await quiet(server, stats, None) if server.alive() else None
+        start = await quiet(server, stats, model_port, None) if server.alive() else None
         tally, killed = await load(server, streams, seconds, kill_every=KILL_EVERY_S)
-        end = await quiet(server, stats, start) if server.alive() else None
+        end = await quiet(server, stats, model_port, start) if server.alive() else None
         death = "" if server.alive() else server.describe_death()
         exit_code = server.stop()
         if exit_code != 0 and not death:
