@@ -12,7 +12,8 @@ Prints completions by status, first-token p50/p99, and the server's RSS, open FD
 asyncio tasks at the baseline and again once the soak has ended and the server is quiet.
 
 Targets: 0 unexpected statuses (client side, and none but OK/CANCELLED nor any error line in
-the server's log), 0 crashes, RSS growth < 10%, FDs back to baseline.
+the server's log), 0 crashes, RSS growth < 10%, FDs back to baseline (outside the bounded
+connection pools, see soak_probe.py), idle asyncio tasks back to baseline.
 
 Run: ``python -m tests.bench.bench_soak [--streams N] [--seconds T] [--store sqlite|postgres]
 [--strategy extractive|model|both] [--full]``; ``make bench`` runs it in quick mode
