@@ -82,6 +82,74 @@ class Settings(BaseSettings):
         "session database. Only one process may open it at a time.",
     )
 
+    # --- who is calling (docs/security.md) ----------------------------------------------
+    tls_cert_file: Path | None = Field(
+        None,
+        description="PEM certificate chain the server presents; with TLS_KEY_FILE the server "
+        "speaks TLS only. Re-read on SIGHUP without dropping calls.",
+    )
+    tls_key_file: Path | None = Field(
+        None, description="PEM private key of TLS_CERT_FILE (re-read on SIGHUP)."
+    )
+    tls_client_ca_file: Path | None = Field(
+        None,
+        description="PEM CA certificates that sign client certificates; set = mutual TLS: "
+        "every client must present one, and it names the principal (URI SAN such as a "
+        "SPIFFE id, else DNS SAN, else CN).",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="File of API key hashes with their principal and roles, managed with "
+        "`ragagent keys`; callers send `authorization: Bearer <key>`. Re-read within a "
+        "second of a change.",
+    )
+    jwt_jwks_file: Path | None = Field(
+        None, description="JSON Web Key Set file whose keys sign accepted JWTs (bearer tokens)."
+    )
+    jwt_jwks_url: str | None = Field(
+        None,
+        description="URL of the JSON Web Key Set (instead of JWT_JWKS_FILE); fetched at "
+        "start-up, every JWT_JWKS_REFRESH seconds, and soon after an unknown key id.",
+    )
+    jwt_issuer: str | None = Field(None, description="Required `iss` claim of accepted JWTs.")
+    jwt_audience: str | None = Field(
+        None, description="Required `aud` claim of accepted JWTs (this service's name)."
+    )
+    jwt_roles_claim: str = Field(
+        "roles",
+        min_length=1,
+        description="Claim holding a JWT's roles (a list, or a space-separated string); the "
+        "principal is the `sub` claim.",
+    )
+    jwt_leeway: float = Field(
+        30.0, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf/iat."
+    )
+    jwt_jwks_refresh: float = Field(
+        300.0, ge=10, description="Seconds between fetches of JWT_JWKS_URL."
+    )
+    trusted_principal_header: str | None = Field(
+        None,
+        description="Header naming the principal, set by a mesh sidecar or gateway that "
+        "authenticated the caller already. Only for servers no one else can reach.",
+    )
+    principal_roles: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Roles of principals named by a client certificate or the trusted header, "
+        'as JSON: {"spiffe://example.org/ci": ["corpus:write"], "*": ["ask"]}; "*" applies to '
+        "any other such principal. API keys and JWTs carry their own roles.",
+    )
+    auth_protect_open_methods: bool = Field(
+        False,
+        description="Also require credentials for health checks and server reflection "
+        "(open by default, for probes and grpcurl).",
+    )
+    rate_limit_requests_per_minute: int = Field(
+        0, ge=0, description="Requests per minute per principal (bursts up to that); 0 = off."
+    )
+    rate_limit_concurrent_streams: int = Field(
+        0, ge=0, description="Streaming calls one principal may have open at once; 0 = off."
+    )
+
     # --- vector store ------------------------------------------------------------------
     qdrant_url: str | None = Field(
         None,
@@ -240,6 +308,17 @@ class Settings(BaseSettings):
     def llm_configured(self) -> bool:
         """A model endpoint is configured (a base URL or an API key for the default one)."""
         return self.llm_base_url is not None or self.llm_api_key is not None
+
+    @property
+    def authentication_configured(self) -> bool:
+        """Some way of authenticating callers is set up (else every caller is trusted)."""
+        return bool(
+            self.api_keys_file
+            or self.jwt_jwks_file
+            or self.jwt_jwks_url
+            or self.tls_client_ca_file
+            or self.trusted_principal_header
+        )
 
     @property
     def qdrant_path(self) -> Path:

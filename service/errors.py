@@ -190,6 +190,45 @@ class ModelRateLimited(Unavailable):
     reason = "MODEL_RATE_LIMITED"
 
 
+class RateLimited(Unavailable):
+    """The caller (its principal) has used up its requests per minute; RetryInfo says when
+    the next one will be admitted."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    reason = "RATE_LIMITED"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class TooManyStreams(RateLimited):
+    """The caller already has as many streaming calls open as it may."""
+
+    reason = "TOO_MANY_STREAMS"
+
+
+class Unauthenticated(RagAgentError):
+    """The call carries no credentials this server accepts. Says nothing about whether
+    what the call names exists."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = "UNAUTHENTICATED"
+
+
+class CredentialsInvalid(Unauthenticated):
+    """The call carries credentials that are unknown, revoked, expired or malformed."""
+
+    reason = "CREDENTIALS_INVALID"
+
+
+class PermissionDenied(RagAgentError):
+    """The caller is known but its roles do not allow the method."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = "PERMISSION_DENIED"
+
+
 class ShuttingDown(Unavailable):
     """The server is draining and takes no new calls."""
 

@@ -33,6 +33,9 @@ from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
 from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
+from service.api.interceptors.authn import Authenticate, Authentication
+from service.api.interceptors.authz import Authorize
+from service.api.interceptors.limits import Limit, RateLimits
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -42,6 +45,7 @@ from service.retrieval.base import Embedder
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
+from service.security.wiring import Security, describe
 from service.sessions import SessionPurger, SessionStore, open_session_store
 
 log = get_logger("ragagent.server")
@@ -176,8 +180,9 @@ class AgentServer:
         self._settings = settings
         self._runtime = runtime
         self.health = HealthServicer()
+        self.security = Security.from_settings(settings)
         self._server = grpc.aio.server(
-            interceptors=[interceptor_chain()],
+            interceptors=[interceptor_chain(self.security)],
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
@@ -209,17 +214,33 @@ class AgentServer:
 
     async def start(self) -> int:
         """Binds and starts; returns the bound port (useful with port 0)."""
+        tls = self.security.tls
         try:
-            self.port = self._server.add_insecure_port(self._settings.address)
+            if tls is not None:
+                self.port = self._server.add_secure_port(self._settings.address, tls.credentials())
+            else:
+                self.port = self._server.add_insecure_port(self._settings.address)
         except RuntimeError as exc:
             raise ConfigurationError(
                 f"cannot listen on RAGAGENT_ADDRESS={self._settings.address}: {exc}"
             ) from None
+        await self.security.start()
         await self._server.start()
         for name in ("", *self._services):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("serving", address=self._settings.address, port=self.port)
+        log.info(
+            "serving",
+            address=self._settings.address,
+            port=self.port,
+            tls="mutual" if tls and tls.requires_client_certificate else bool(tls),
+            authentication=describe(self.security),
+        )
+        _warn_if_exposed(self._settings)
         return self.port
+
+    async def reload_certificates(self) -> bool:
+        """Re-reads the TLS certificate and key (SIGHUP); open calls are not touched."""
+        return await self.security.reload_certificates()
 
     async def stop(self, grace: float | None = None) -> None:
         """Health NOT_SERVING at once, refuse new calls, give in-flight ones ``grace`` s."""
@@ -227,15 +248,48 @@ class AgentServer:
         grace = self._settings.grace_period if grace is None else grace
         log.info("shutting down", grace_period_s=grace)
         await self._server.stop(grace)
+        await self.security.stop()
 
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()
 
 
-def interceptor_chain() -> Chain:
+def interceptor_chain(security: Security | None = None) -> Chain:
     """Every call's steps, outermost first: request ids bind before anything logs, the
-    access log sees every outcome, validation runs just before the servicer."""
-    return Chain([RequestIds(), AccessLog(), Validation()])
+    access log sees every outcome (and the principal), authentication names the caller,
+    authorization checks its roles, rate limits count per principal, validation runs just
+    before the servicer. Without ``security``, no authentication (every caller trusted)."""
+    authentication = security.authentication if security else Authentication()
+    limits = security.limits if security else RateLimits()
+    return Chain(
+        [
+            RequestIds(),
+            AccessLog(),
+            Authenticate(authentication),
+            Authorize(),
+            Limit(limits),
+            Validation(),
+        ]
+    )
+
+
+def _warn_if_exposed(settings: Settings) -> None:
+    """Without authentication anyone who reaches the port is trusted: say so when that is
+    more than this machine."""
+    host = settings.address.rpartition(":")[0].strip("[]")
+    if (
+        settings.authentication_configured
+        or host in ("localhost", "::1")
+        or host.startswith("127.")
+    ):
+        return
+    log.warning(
+        "listening beyond loopback without authentication: anyone who can reach this port "
+        "can ask, read and delete every caller's conversations (x-user-id is only a claim) "
+        "and rewrite the corpus; set RAGAGENT_API_KEYS_FILE, RAGAGENT_JWT_JWKS_FILE/_URL or "
+        "RAGAGENT_TLS_CLIENT_CA_FILE (see docs/security.md)",
+        address=settings.address,
+    )
 
 
 def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
@@ -262,6 +316,14 @@ async def serve(settings: Settings, *, on_ready: Callable[[int], None] | None = 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    reloads: set[asyncio.Task[bool]] = set()
+
+    def reload() -> None:  # a task, so that the reading happens off the signal handler
+        task = asyncio.ensure_future(server.reload_certificates())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
     try:
         port = await server.start()
         if on_ready is not None:
@@ -269,7 +331,7 @@ async def serve(settings: Settings, *, on_ready: Callable[[int], None] | None = 
         await stop.wait()
         await server.stop()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         await runtime.close()

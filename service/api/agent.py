@@ -161,7 +161,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if self._turns is not None:
             turn = await self._turns.begin_turn(
                 session_id=request.session_id or None,
-                owner=caller_identity(context),
+                owner=caller_identity(),
                 question=request.query,
                 request_id=request_id,
             )

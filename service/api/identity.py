@@ -1,17 +1,33 @@
-"""Who is calling. Until authentication exists, the optional ``x-user-id`` header."""
+"""Who is calling, as the chain's authentication layer established it.
+
+The layer binds the caller's :class:`~service.security.principal.Principal` for the call
+(a context variable: the handler runs in the task, and context, where the layer ran); the
+servicers read it here and never look at headers themselves. Outside the chain nobody is
+bound, which reads as the anonymous caller.
+"""
 
 from __future__ import annotations
 
-import grpc
+from contextvars import ContextVar
+
+from service.security.principal import Principal
 
 USER_ID_HEADER = "x-user-id"
 ANONYMOUS = ""
 
+_caller: ContextVar[Principal | None] = ContextVar("ragagent_caller", default=None)
 
-def caller_identity(context: grpc.aio.ServicerContext[object, object]) -> str:
-    """The caller's identity; empty string for an anonymous caller."""
-    for key, value in context.invocation_metadata() or ():
-        if key == USER_ID_HEADER:
-            text = value.decode() if isinstance(value, bytes) else value
-            return text.strip()[:256]
-    return ANONYMOUS
+
+def bind_caller(principal: Principal | None) -> None:
+    """Makes ``principal`` the caller of the call being handled (the authentication layer)."""
+    _caller.set(principal)
+
+
+def current_caller() -> Principal | None:
+    return _caller.get()
+
+
+def caller_identity() -> str:
+    """The owner id of the caller's sessions; empty for an anonymous caller."""
+    principal = _caller.get()
+    return principal.name if principal is not None else ANONYMOUS

@@ -1,7 +1,7 @@
 """SessionService: the caller's conversations, read and deleted through the session store.
 
-The caller is who :func:`caller_identity` says; the store answers NOT_FOUND for a session
-of anyone else, so this layer only converts messages.
+The caller is the principal the chain authenticated (:func:`caller_identity`); the store
+answers NOT_FOUND for a session of anyone else, so this layer only converts messages.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         request: session_pb2.GetSessionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.GetSessionResponse:
-        record = await self._store.get_session(request.session_id, caller_identity(context))
+        record = await self._store.get_session(request.session_id, caller_identity())
         return session_pb2.GetSessionResponse(session=session_to_proto(record))
 
     async def ListSessions(
@@ -89,7 +89,7 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.ListSessionsResponse:
         records, next_token = await self._store.list_sessions(
-            caller_identity(context),
+            caller_identity(),
             page_size=request.page_size or self._default_page_size,
             page_token=request.page_token,
         )
@@ -102,5 +102,5 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         request: session_pb2.DeleteSessionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.DeleteSessionResponse:
-        await self._store.delete_session(request.session_id, caller_identity(context))
+        await self._store.delete_session(request.session_id, caller_identity())
         return session_pb2.DeleteSessionResponse()

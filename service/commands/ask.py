@@ -12,8 +12,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
+from service.commands.channel import add_connection_flags, connection, open_channel
 from service.commands.flags import Flag, settings_with_flags
-from service.commands.serve import local_target
 
 
 def register(commands: Any) -> None:
@@ -23,8 +23,13 @@ def register(commands: Any) -> None:
     ask.add_argument("--session", default="", help="session id to continue a conversation")
     ask.add_argument("--max-results", type=int, help="sources per search (1-10)")
     ask.add_argument("--timeout", type=float, default=120.0, help="deadline in seconds")
-    ask.add_argument("--user", default="", help="caller identity sent as x-user-id")
+    ask.add_argument(
+        "--user",
+        default="",
+        help="caller identity sent as x-user-id (honoured only by a server without authentication)",
+    )
     ask.add_argument("--json", action="store_true", help="print the final response as JSON")
+    add_connection_flags(ask)
     ask.set_defaults(run=run_ask)
 
 
@@ -34,7 +39,7 @@ async def run_ask(args: argparse.Namespace) -> int:
     if args.max_results is not None:
         request.max_results = args.max_results
     metadata = (("x-user-id", args.user),) if args.user else ()
-    async with grpc.aio.insecure_channel(local_target(settings.address)) as channel:
+    async with open_channel(connection(args, settings.address)) as channel:
         try:
             final = await stream_answer(
                 channel,

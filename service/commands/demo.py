@@ -17,6 +17,7 @@ import grpc
 from ragagent.v1 import agent_pb2
 
 from service.commands.ask import stream_answer
+from service.commands.channel import in_process
 from service.commands.flags import Flag, settings_with_flags
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
@@ -63,7 +64,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             f"{summary.unchanged} unchanged, {summary.chunks_written} chunks written "
             f"in {summary.duration_s:.1f}s\n"
         )
-        server = AgentServer(settings, runtime)
+        server = AgentServer(in_process(settings), runtime)
         port = await server.start()
         out.write(f"serving on 127.0.0.1:{port}\n")
         try:

@@ -21,9 +21,9 @@ from typing import Any, TextIO
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
+from service.commands.channel import add_connection_flags, connection, in_process, open_channel
 from service.commands.flags import Flag, settings_with_flags
 from service.commands.ingest import RuntimeOpener, rpc_error_lines
-from service.commands.serve import local_target
 from service.config import Settings
 from service.evaluation import (
     EvalQuestion,
@@ -83,6 +83,7 @@ def register(commands: Any) -> None:
         "--concurrency", type=_bounded(int, 1, 64), default=4, help="questions at a time"
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per call")
+    add_connection_flags(parser)
     parser.set_defaults(run=run_eval)
 
 
@@ -116,7 +117,7 @@ async def eval_command(
         return 2
     threshold = settings.confidence_threshold if args.threshold is None else args.threshold
     try:
-        async with _agent_channel(args.address, settings, open_runtime) as channel:
+        async with _agent_channel(args, settings, open_runtime) as channel:
             retrieved, answers = await ask_questions(
                 agent_pb2_grpc.AgentServiceStub(channel),
                 questions,
@@ -144,15 +145,15 @@ async def eval_command(
 
 @asynccontextmanager
 async def _agent_channel(
-    address: str | None, settings: Settings, open_runtime: RuntimeOpener | None
+    args: argparse.Namespace, settings: Settings, open_runtime: RuntimeOpener | None
 ) -> AsyncIterator[grpc.aio.Channel]:
-    if address:
-        async with grpc.aio.insecure_channel(local_target(address)) as channel:
+    if args.address:
+        async with open_channel(connection(args, args.address)) as channel:
             yield channel
         return
     from service.server import AgentServer, Runtime
 
-    local = settings.model_copy(update={"address": "127.0.0.1:0"})
+    local = in_process(settings)
     runtime = await (open_runtime or Runtime.open)(local)
     try:
         server = AgentServer(local, runtime)

@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.commands.channel import add_connection_flags, connection, open_channel
 from service.commands.flags import Flag, settings_with_flags
 from service.config import describe_settings
 from service.observability.logging import configure_logging
@@ -41,6 +42,7 @@ def register(commands: Any) -> None:
     health.add_argument("--address", help="HOST:PORT of the server (RAGAGENT_ADDRESS)")
     health.add_argument("--service", default="", help="service name to check (default: all)")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
+    add_connection_flags(health)
     health.set_defaults(run=run_health)
 
 
@@ -53,17 +55,9 @@ async def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def local_target(address: str) -> str:
-    """Where a client on this host reaches a server bound to ``address``."""
-    host, _, port = address.rpartition(":")
-    # A server bound to every interface is reached on loopback (also inside its container).
-    wildcard = host in ("0.0.0.0", "[::]", "")  # noqa: S104
-    return f"{'127.0.0.1' if wildcard else host}:{port}"
-
-
 async def run_health(args: argparse.Namespace) -> int:
     settings = settings_with_flags(Flag("--address", "address", args.address))
-    async with grpc.aio.insecure_channel(local_target(settings.address)) as channel:
+    async with open_channel(connection(args, settings.address)) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout

@@ -36,7 +36,11 @@ class FakeContext:
 async def serving(
     store: SessionStore, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
 ) -> AsyncIterator[session_pb2_grpc.SessionServiceAsyncStub]:
-    server = grpc.aio.server(interceptors=interceptors)
+    from service.server import interceptor_chain
+
+    # The caller is who the chain's authentication layer says (here: no authentication set
+    # up, so the x-user-id header), never a header the servicer reads itself.
+    server = grpc.aio.server(interceptors=interceptors or [interceptor_chain()])
     session_pb2_grpc.add_SessionServiceServicer_to_server(SessionServicer(store), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

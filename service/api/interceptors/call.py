@@ -16,6 +16,8 @@ from typing import Any
 import grpc
 import structlog
 
+from service.security.principal import Principal
+
 REQUEST_ID_HEADER = "x-request-id"
 MAX_REQUEST_ID = 128
 
@@ -45,13 +47,34 @@ class Call:
     metadata: tuple[tuple[str, str], ...]
     request_id: str = ""
     started: float = field(default_factory=time.perf_counter)
+    # The transport's view of the peer (grpc's auth context: with TLS, the client
+    # certificate as ``x509_pem_cert``), read at the start like everything else.
+    auth: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    # A response or request stream (counts against the concurrent-streams limit).
+    streaming: bool = False
+    # Set by the authentication layer; None before it ran or when it refused the call.
+    principal: Principal | None = None
+    # Whose concurrent-stream slot the call holds, for the limits layer to give back.
+    stream_slot: str | None = None
 
     @classmethod
-    def starting(cls, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
+    def starting(
+        cls, method: str, context: grpc.aio.ServicerContext[Any, Any], *, streaming: bool = False
+    ) -> Call:
         metadata = tuple((key, _text(value)) for key, value in context.invocation_metadata() or ())
-        call = cls(method=method, peer=context.peer(), metadata=metadata)
+        auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
+        call = cls(
+            method=method, peer=context.peer(), metadata=metadata, auth=auth, streaming=streaming
+        )
         call.request_id = call.header(REQUEST_ID_HEADER) or str(uuid.uuid4())
         return call
+
+    def value(self, name: str) -> str | None:
+        """The first value of header ``name`` as sent (None when absent)."""
+        for key, value in self.metadata:
+            if key == name:
+                return value
+        return None
 
     def header(self, name: str) -> str:
         """The first value of header ``name`` if it is a usable id, else empty."""

@@ -132,7 +132,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         if not inspect.isasyncgenfunction(streaming):  # writes with context.write()
 
             async def unary_writer(raw: bytes, context: Context) -> None:
-                call = Call.starting(method, context)
+                call = Call.starting(method, context, streaming=True)
                 async with steps.outcome(call, context):
                     request = steps.decode(call, raw, None)
                     await _send_request_id(call, context)
@@ -141,7 +141,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
             return grpc.unary_stream_rpc_method_handler(unary_writer, **common)
 
         async def unary_stream(raw: bytes, context: Context) -> AsyncIterator[Any]:
-            call = Call.starting(method, context)
+            call = Call.starting(method, context, streaming=True)
             async with steps.outcome(call, context):
                 request = steps.decode(call, raw, None)
                 await _send_request_id(call, context)
@@ -153,7 +153,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         collecting = cast(Callable[[Any, Context], Awaitable[Any]], handler.stream_unary)
 
         async def stream_unary(raw: AsyncIterable[bytes], context: Context) -> Any:
-            call = Call.starting(method, context)
+            call = Call.starting(method, context, streaming=True)
             async with steps.outcome(call, context):
                 await _send_request_id(call, context)
                 return await collecting(steps.stream(call, raw), context)
@@ -164,7 +164,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         if not inspect.isasyncgenfunction(both):  # writes with context.write()
 
             async def stream_writer(raw: AsyncIterable[bytes], context: Context) -> None:
-                call = Call.starting(method, context)
+                call = Call.starting(method, context, streaming=True)
                 async with steps.outcome(call, context):
                     await _send_request_id(call, context)
                     await both(steps.stream(call, raw), context)
@@ -172,7 +172,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
             return grpc.stream_stream_rpc_method_handler(stream_writer, **common)
 
         async def stream_stream(raw: AsyncIterable[bytes], context: Context) -> AsyncIterator[Any]:
-            call = Call.starting(method, context)
+            call = Call.starting(method, context, streaming=True)
             async with steps.outcome(call, context):
                 await _send_request_id(call, context)
                 async for response in both(steps.stream(call, raw), context):

@@ -49,7 +49,8 @@ class RequestIds:
 
 
 class AccessLog:
-    """One line per call: method, peer, status code, duration, request id; never the text.
+    """One line per call: method, peer, principal, status code, duration, request id; never
+    the text, never a credential.
     Health checks log at DEBUG so that probes do not flood the log."""
 
     _QUIET = ("/grpc.health.v1.",)
@@ -70,6 +71,10 @@ class AccessLog:
             method=call.method,
             request_id=call.request_id,
             peer=call.peer,
+            # Who was authenticated and how; the credential's id, never the credential.
+            principal=call.principal.name if call.principal else None,
+            auth=call.principal.method if call.principal else None,
+            credential_id=(call.principal.credential_id or None) if call.principal else None,
             code=code.name,
             duration_ms=call.elapsed_ms,
         )

@@ -1,0 +1,169 @@
+"""Authentication: which principal a call comes from, established once when it starts.
+
+Credentials are tried in a fixed order: a bearer credential (an API key, else a JWT), then
+the client certificate (mTLS), then a header a trusted proxy sets. A bearer credential that
+does not verify refuses the call even when a certificate would have passed: a caller that
+presents a wrong credential has made a mistake worth hearing about.
+
+With no authentication configured (the laptop default) every caller is let in, named by the
+``x-user-id`` header as before, with every role but admin. Health checks and server
+reflection are open unless :attr:`Authentication.protect_open_methods` says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+import structlog
+from google.protobuf.message import Message
+
+from service.api.identity import USER_ID_HEADER, bind_caller
+from service.api.interceptors.call import Call
+from service.errors import CredentialsInvalid, Unauthenticated
+from service.security.apikeys import looks_like_key
+from service.security.principal import (
+    UNAUTHENTICATED_ROLES,
+    Principal,
+    Role,
+    principal_name,
+)
+
+AUTHORIZATION_HEADER = "authorization"
+OPEN_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
+NOBODY = Principal(name="", roles=frozenset(), method="none")
+
+
+class KeyVerifier(Protocol):
+    def verify(self, key: str) -> Principal | None: ...
+
+
+class TokenVerifier(Protocol):
+    def verify(self, token: str) -> Principal: ...  # raises an exception saying why not
+
+
+def is_open(method: str) -> bool:
+    return method.startswith(OPEN_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Authentication:
+    """What the composition root set up; with nothing set, authentication is off."""
+
+    api_keys: KeyVerifier | None = None
+    tokens: TokenVerifier | None = None
+    token_errors: tuple[type[Exception], ...] = ()
+    # mTLS: the client certificate names the principal (see tls.certificate_principal).
+    client_certificates: bool = False
+    certificate_principal: Callable[[bytes], str] | None = None
+    # A header set by a sidecar that authenticated the caller already.
+    trusted_header: str | None = None
+    # Roles of principals named by a certificate or the trusted header ("*": anyone's).
+    granted_roles: Mapping[str, frozenset[Role]] = field(default_factory=dict)
+    protect_open_methods: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys or self.tokens or self.client_certificates or self.trusted_header)
+
+
+class Authenticate:
+    """The chain's authentication layer; binds the principal for the servicers."""
+
+    _CACHED_CERTIFICATES = 1024
+
+    def __init__(self, config: Authentication) -> None:
+        self._config = config
+        # A client's certificate is the same on every call of its connection: parsed once.
+        self._names: OrderedDict[bytes, str] = OrderedDict()
+
+    def start(self, call: Call) -> None:
+        config = self._config
+        if is_open(call.method) and not config.protect_open_methods:
+            principal = NOBODY
+        elif not config.enabled:
+            principal = Principal(
+                name=principal_name(call.value(USER_ID_HEADER) or ""),
+                roles=UNAUTHENTICATED_ROLES,
+                method="none",
+            )
+        else:
+            principal = self._authenticate(call)
+        call.principal = principal
+        bind_caller(principal)
+        structlog.contextvars.bind_contextvars(principal=principal.name)
+
+    def _authenticate(self, call: Call) -> Principal:
+        config = self._config
+        bearer = _bearer(call.value(AUTHORIZATION_HEADER))
+        if bearer is not None:
+            return self._verify_bearer(bearer)
+        certificate = (call.auth.get("x509_pem_cert") or (b"",))[0]
+        if config.client_certificates and certificate:
+            name = self._certificate_name(certificate)
+            if name:
+                return self._granted(name, "certificate")
+        if config.trusted_header:
+            named = call.value(config.trusted_header)
+            if named and named.strip():
+                return self._granted(principal_name(named), "trusted-header")
+        raise Unauthenticated(
+            "this server requires credentials: an API key or token as "
+            "'authorization: Bearer ...', or a client certificate"
+        )
+
+    def _verify_bearer(self, bearer: str) -> Principal:
+        config = self._config
+        if config.api_keys is not None and looks_like_key(bearer):
+            principal = config.api_keys.verify(bearer)
+            if principal is None:
+                raise CredentialsInvalid("the API key is not valid")
+            return principal
+        if config.tokens is not None and bearer.count(".") == 2:
+            try:
+                return config.tokens.verify(bearer)
+            except config.token_errors as error:
+                raise CredentialsInvalid(str(error)) from None
+        raise CredentialsInvalid("the bearer credential is not valid")
+
+    def _granted(self, name: str, method: str) -> Principal:
+        roles = self._config.granted_roles
+        return Principal(
+            name=name, roles=roles.get(name, roles.get("*", frozenset())), method=method
+        )
+
+    def _certificate_name(self, pem: bytes) -> str:
+        name = self._names.get(pem)
+        if name is None:
+            parse = self._config.certificate_principal
+            name = principal_name(parse(pem)) if parse is not None else ""
+            self._names[pem] = name
+            if len(self._names) > self._CACHED_CERTIFICATES:
+                self._names.popitem(last=False)
+        else:
+            self._names.move_to_end(pem)
+        return name
+
+    def message(self, call: Call, message: Message, index: int | None) -> None:
+        return None
+
+    def end(self, call: Call, code: grpc.StatusCode) -> None:
+        return None
+
+
+def _bearer(value: str | None) -> str | None:
+    """The credential of an ``authorization: Bearer <credential>`` header; an empty
+    string (refused) for any other scheme or a malformed value, None without the header."""
+    if value is None:
+        return None
+    scheme, _, credential = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        return ""
+    return credential.strip()

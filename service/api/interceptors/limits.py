@@ -1,0 +1,108 @@
+"""Limits per principal: requests per minute (a token bucket) and concurrent streams.
+
+A bucket holds up to a minute's requests and refills continuously, so a caller may burst
+and then goes at the configured rate. Buckets live in a least-recently-used map of bounded
+size: a bucket evicted was the one idle longest, most likely full again anyway, so memory
+stays bounded without letting anyone past their rate in practice. Stream counts exist only
+while a principal has streams open.
+
+Refusals are RESOURCE_EXHAUSTED with RetryInfo saying when a request would be admitted.
+Health checks and reflection are not limited: probes must not be starved by traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf.message import Message
+
+from service.api.interceptors.authn import is_open
+from service.api.interceptors.call import Call
+from service.errors import RateLimited, TooManyStreams
+
+STREAM_RETRY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimits:
+    requests_per_minute: int = 0  # 0 = no limit
+    concurrent_streams: int = 0  # 0 = no limit
+    max_principals: int = 10_000  # buckets kept at most
+
+    @property
+    def enabled(self) -> bool:
+        return self.requests_per_minute > 0 or self.concurrent_streams > 0
+
+
+class _Bucket:
+    __slots__ = ("tokens", "updated")
+
+    def __init__(self, tokens: float, updated: float) -> None:
+        self.tokens = tokens
+        self.updated = updated
+
+
+class Limit:
+    """The chain's rate-limit layer; runs after authentication (it counts per principal)."""
+
+    def __init__(self, limits: RateLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limits = limits
+        self._clock = clock
+        self._capacity = float(limits.requests_per_minute)
+        self._per_second = limits.requests_per_minute / 60.0
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._streams: dict[str, int] = {}
+
+    def start(self, call: Call) -> None:
+        if is_open(call.method) or call.principal is None:
+            return
+        who = call.principal.name
+        limit = self._limits.concurrent_streams
+        streams = self._streams.get(who, 0)
+        if call.streaming and limit and streams >= limit:
+            raise TooManyStreams(
+                f"at most {limit} streams may be open at once per caller",
+                retry_after_s=STREAM_RETRY_S,
+            )
+        if self._capacity:
+            self._take(who)
+        if call.streaming and limit:
+            self._streams[who] = streams + 1
+            call.stream_slot = who
+
+    def _take(self, who: str) -> None:
+        now = self._clock()
+        bucket = self._buckets.get(who)
+        if bucket is None:
+            bucket = self._buckets[who] = _Bucket(self._capacity, now)
+            if len(self._buckets) > self._limits.max_principals:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(who)
+            elapsed = max(0.0, now - bucket.updated)
+            bucket.tokens = min(self._capacity, bucket.tokens + elapsed * self._per_second)
+            bucket.updated = now
+        if bucket.tokens < 1.0:
+            wait = (1.0 - bucket.tokens) / self._per_second
+            raise RateLimited(
+                f"at most {self._limits.requests_per_minute} requests per minute per caller",
+                retry_after_s=round(wait + 0.0005, 3),
+            )
+        bucket.tokens -= 1.0
+
+    def message(self, call: Call, message: Message, index: int | None) -> None:
+        return None
+
+    def end(self, call: Call, code: grpc.StatusCode) -> None:
+        who, call.stream_slot = call.stream_slot, None
+        if who is None:
+            return
+        left = self._streams.get(who, 1) - 1
+        if left > 0:
+            self._streams[who] = left
+        else:
+            self._streams.pop(who, None)

@@ -1,0 +1,71 @@
+"""The authenticated caller and the roles that decide what it may call.
+
+A principal's name is compared whole: sessions belong to it, so two names that differ only
+past some cut-off must never become one owner. Names longer than :data:`MAX_NAME` (a SPIFFE
+id can be long) are replaced by ``sha256:<hex>`` of the whole name, which stays unique.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_NAME = 128
+
+
+class Role(StrEnum):
+    ASK = "ask"  # AgentService and the caller's own sessions
+    CORPUS_READ = "corpus:read"  # ListDocuments, GetCorpusStats
+    CORPUS_WRITE = "corpus:write"  # IngestDocuments, DeleteDocument (and what read allows)
+    ADMIN = "admin"  # everything
+
+
+ROLE_NAMES = frozenset(role.value for role in Role)
+
+# A role implies these too: writing the corpus is useless without seeing what it holds (an
+# interrupted `ingest --address` asks GetCorpusStats), and admin is everything.
+_IMPLIED: dict[Role, frozenset[Role]] = {
+    Role.CORPUS_WRITE: frozenset({Role.CORPUS_READ}),
+    Role.ADMIN: frozenset(Role),
+}
+
+
+def principal_name(raw: str) -> str:
+    """``raw`` as an owner id: stripped, kept whole, hashed when longer than MAX_NAME."""
+    name = raw.strip()
+    if len(name) <= MAX_NAME and name.isprintable():
+        return name
+    return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse_roles(values: object) -> frozenset[Role]:
+    """Known roles among ``values`` (a list, or one space/comma separated string); unknown
+    names are dropped, not errors: a token may carry roles meant for other services."""
+    if isinstance(values, str):
+        items: list[object] = list(values.replace(",", " ").split())
+    elif isinstance(values, list | tuple | set | frozenset):
+        items = list(values)
+    else:
+        return frozenset()
+    return frozenset(Role(item) for item in items if isinstance(item, str) and item in ROLE_NAMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling, how that was established, and what it may do."""
+
+    name: str
+    roles: frozenset[Role]
+    # "api-key", "jwt", "certificate", "trusted-header" or "none" (no authentication set up)
+    method: str
+    # The API key's id or the token's jti: which credential it was, never the secret.
+    credential_id: str = ""
+
+    def allows(self, role: Role) -> bool:
+        return any(role is held or role in _IMPLIED.get(held, ()) for held in self.roles)
+
+
+# Without authentication configured (the embedded laptop default) every caller may do what a
+# single user does; admin stays out so that even then one caller's sessions are not another's.
+UNAUTHENTICATED_ROLES = frozenset({Role.ASK, Role.CORPUS_READ, Role.CORPUS_WRITE})
