@@ -208,3 +208,16 @@ def test_listening_beyond_loopback_without_authentication_is_warned_about() -> N
     assert "beyond loopback" in warned["0.0.0.0:50051"][0]
     assert warned["127.0.0.1:50051"] == warned["[::1]:50051"] == []
     assert warned["10.1.2.3:50051"] == []
+
+
+async def test_health_and_reflection_can_be_closed_too(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.jsonl"
+    _, key = new_key(keys, "probe", "corpus:read")
+    _, health = EVERY_RPC["Health"]
+    async with running_server(
+        tmp_path / "data", api_keys_file=keys, auth_protect_open_methods=True
+    ) as srv:
+        anonymous = await outcome(health, srv.channel, ())
+        with_key = await outcome(health, srv.channel, bearer(key))
+    assert anonymous == "UNAUTHENTICATED/UNAUTHENTICATED"
+    assert with_key == "OK"  # any authenticated principal, whatever its roles
