@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 # An unknown key id triggers a refetch at most this often (a flood of bogus tokens must not
 # become a flood of requests to the issuer).
 UNKNOWN_KID_REFETCH_S = 30.0
+VERIFIED_TOKENS = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,9 @@ class JwtVerifier:
         self._keys: dict[str, jwt.PyJWK] = {}
         self._seen: tuple[int, int, int] | None = None
         self._wanted_at = 0.0
+        # Tokens already verified, until they expire: a client sends the same token on every
+        # call, and an RS256 check costs ~0.3 ms of the event loop each time.
+        self._verified: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
         self._refetch = asyncio.Event()
 
     def set_keys(self, jwks: dict[str, Any]) -> None:
@@ -72,6 +77,8 @@ class JwtVerifier:
                 continue
             keys[str(data.get("kid", ""))] = key
         self._keys = keys
+        # A key withdrawn from the set takes the tokens it signed with it.
+        self._verified = OrderedDict()
 
     def refresh_file(self) -> None:
         """Re-reads the JWKS file if it changed (blocking)."""
@@ -108,6 +115,13 @@ class JwtVerifier:
 
     def verify(self, token: str) -> Principal:
         """The token's principal; raises TokenRejected."""
+        cached = self._verified.get(token)
+        if cached is not None:
+            expires, principal = cached
+            if time.time() <= expires + self.config.leeway_s:
+                self._verified.move_to_end(token)
+                return principal
+            del self._verified[token]
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -136,12 +150,16 @@ class JwtVerifier:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise TokenRejected("the token names no subject")
-        return Principal(
+        principal = Principal(
             name=principal_name(subject),
             roles=parse_roles(claims.get(self.config.roles_claim)),
             method="jwt",
             credential_id=str(claims.get("jti", ""))[:64],
         )
+        self._verified[token] = (float(claims["exp"]), principal)
+        if len(self._verified) > VERIFIED_TOKENS:
+            self._verified.popitem(last=False)
+        return principal
 
     def _want_keys(self) -> None:
         now = time.monotonic()

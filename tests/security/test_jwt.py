@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -14,9 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import jwt
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from service.security.tokens import JwtConfig, JwtVerifier, TokenRejected
 from tests.helpers import running_server
 from tests.security.support import EVERY_RPC, Issuer, bearer, outcome
 
@@ -150,3 +153,31 @@ async def test_keys_from_a_jwks_url_and_a_rotation_at_the_issuer(tmp_path: Path)
     assert at_once == INVALID
     assert retried == "OK"
     assert stale == INVALID
+
+
+def _verifier(jwks: Path, leeway_s: float = 0.0) -> JwtVerifier:
+    verifier = JwtVerifier(
+        JwtConfig(issuer=ISSUER, audience="ragagent", leeway_s=leeway_s, jwks_file=jwks)
+    )
+    verifier.refresh_file()
+    return verifier
+
+
+def test_a_remembered_token_still_expires_and_goes_with_its_key(tmp_path: Path) -> None:
+    jwks = tmp_path / "jwks.json"
+    issuer = Issuer(jwks)
+    verifier = _verifier(jwks)
+    short = issuer.token(sub="a", roles=["ask"], exp=int(time.time()) + 1)
+    assert verifier.verify(short).name == "a"
+    assert verifier.verify(short).name == "a"  # from memory
+    time.sleep(2.1)
+    with pytest.raises(TokenRejected, match="expired"):
+        verifier.verify(short)
+
+    lasting = issuer.token(sub="b", roles=["ask"])
+    assert verifier.verify(lasting).name == "b"
+    Issuer(jwks, kid="next")  # the set now holds another key only
+    os.utime(jwks, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+    verifier.refresh_file()
+    with pytest.raises(TokenRejected, match="does not know"):
+        verifier.verify(lasting)
