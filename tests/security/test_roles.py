@@ -125,12 +125,21 @@ async def test_a_principal_never_sees_another_principals_session(tmp_path: Path)
             except grpc.aio.AioRpcError as error:
                 outcomes.append(error.code().name)
         listed = await sessions.ListSessions(session_pb2.ListSessionsRequest(), metadata=as_bob)
+        # Alice goes on through the streaming handler: the principal reaches it too.
+        events = [
+            event
+            async for event in agent.AskStream(
+                agent_pb2.QuestionRequest(query="And then?", session_id=session_id),
+                metadata=bearer(alice),
+            )
+        ]
         mine = await sessions.GetSession(
             session_pb2.GetSessionRequest(session_id=session_id), metadata=bearer(alice)
         )
     assert outcomes == ["NOT_FOUND", "NOT_FOUND", "NOT_FOUND"]
     assert list(listed.sessions) == []
-    assert mine.session.turn_count == 1
+    assert events[-1].completed.session_id == session_id
+    assert mine.session.turn_count == 2
 
 
 async def test_without_authentication_x_user_id_still_names_the_caller_whole(
