@@ -274,22 +274,27 @@ def interceptor_chain(security: Security | None = None) -> Chain:
 
 
 def _warn_if_exposed(settings: Settings) -> None:
-    """Without authentication anyone who reaches the port is trusted: say so when that is
-    more than this machine."""
+    """Say so when more than this machine can reach a port that trusts what callers claim:
+    every caller without authentication, or the principal header without a sidecar in front."""
     host = settings.address.rpartition(":")[0].strip("[]")
-    if (
-        settings.authentication_configured
-        or host in ("localhost", "::1")
-        or host.startswith("127.")
-    ):
+    if host in ("localhost", "::1") or host.startswith("127."):
         return
-    log.warning(
-        "listening beyond loopback without authentication: anyone who can reach this port "
-        "can ask, read and delete every caller's conversations (x-user-id is only a claim) "
-        "and rewrite the corpus; set RAGAGENT_API_KEYS_FILE, RAGAGENT_JWT_JWKS_FILE/_URL or "
-        "RAGAGENT_TLS_CLIENT_CA_FILE (see docs/security.md)",
-        address=settings.address,
-    )
+    if not settings.authentication_configured:
+        log.warning(
+            "listening beyond loopback without authentication: anyone who can reach this port "
+            "can ask, read and delete every caller's conversations (x-user-id is only a claim) "
+            "and rewrite the corpus; set RAGAGENT_API_KEYS_FILE, RAGAGENT_JWT_JWKS_FILE/_URL or "
+            "RAGAGENT_TLS_CLIENT_CA_FILE (see docs/security.md)",
+            address=settings.address,
+        )
+    elif settings.trusted_principal_header:
+        log.warning(
+            "listening beyond loopback with RAGAGENT_TRUSTED_PRINCIPAL_HEADER set: anyone who "
+            "reaches this port without going through the sidecar can name any principal in "
+            "that header; bind to 127.0.0.1 behind the sidecar (see docs/security.md)",
+            address=settings.address,
+            header=settings.trusted_principal_header,
+        )
 
 
 def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
