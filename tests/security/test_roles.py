@@ -207,6 +207,7 @@ def test_listening_beyond_loopback_without_authentication_is_warned_about() -> N
         "127.0.0.1:50051": {},
         "[::1]:50051": {},
         "10.1.2.3:50051": {"api_keys_file": Path("/k")},
+        "10.1.2.4:50051": {"trusted_principal_header": "x-principal"},
     }
     warned = {}
     for address, extra in cases.items():
@@ -217,6 +218,8 @@ def test_listening_beyond_loopback_without_authentication_is_warned_about() -> N
     assert "beyond loopback" in warned["0.0.0.0:50051"][0]
     assert warned["127.0.0.1:50051"] == warned["[::1]:50051"] == []
     assert warned["10.1.2.3:50051"] == []
+    assert len(warned["10.1.2.4:50051"]) == 1
+    assert "sidecar" in warned["10.1.2.4:50051"][0]
 
 
 async def test_health_and_reflection_can_be_closed_too(tmp_path: Path) -> None:
