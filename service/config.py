@@ -270,6 +270,19 @@ class Settings(BaseSettings):
     session_purge_interval: float = Field(
         60.0, gt=0, description="Seconds between purges of expired sessions."
     )
+    session_encryption_key: SecretStr | None = Field(
+        None,
+        description="AES-256-GCM keys sealing the text of stored turns (questions, answers, "
+        "errors, tool-call arguments and results): KEY_ID:BASE64_KEY[,KEY_ID:BASE64_KEY...]; "
+        "the first seals, all open (rotation). `ragagent sessions new-key` makes one. Unset = "
+        "stored in the clear. See docs/security.md, Data at rest.",
+    )
+    record_content: bool = Field(
+        True,
+        description="Store the text of turns; false keeps statuses, timings, sources and token "
+        "counts only: GetSession shows empty questions and answers, and no earlier turn is "
+        "replayed to the model.",
+    )
     database_pool_size: int = Field(
         10,
         ge=1,

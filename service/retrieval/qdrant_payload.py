@@ -13,6 +13,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
+from service.datadir import private_dir
 from service.domain import Chunk, DocumentSummary, SearchFilters
 from service.errors import StoreLocked
 
@@ -31,7 +32,7 @@ def open_qdrant_client(
             # The version probe is a blocking request at start-up; compatibility is our pin.
             check_compatibility=False,
         )
-    path.mkdir(parents=True, exist_ok=True)
+    private_dir(path)  # under DATA_DIR, 0700 like the session database beside it
     try:
         return AsyncQdrantClient(path=str(path))
     except RuntimeError as exc:

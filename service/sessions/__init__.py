@@ -20,6 +20,7 @@ from service.sessions.records import (
     approx_tokens,
     utc_now,
 )
+from service.sessions.sealing import Content
 from service.sessions.store import DEFAULT_STALE_TURN_S, SessionStore
 
 __all__ = [
@@ -57,5 +58,9 @@ async def open_session_store(settings: Settings, *, clock: Clock = utc_now) -> S
             size=settings.database_pool_size,
             max_overflow=settings.database_max_overflow,
             timeout_s=settings.database_pool_timeout,
+        ),
+        content=Content.from_settings(
+            record=settings.record_content,
+            key=key.get_secret_value() if (key := settings.session_encryption_key) else None,
         ),
     )

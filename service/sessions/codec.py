@@ -22,6 +22,7 @@ from service.domain import (
 from service.errors import FieldViolation, InvalidArgument
 from service.sessions.records import truncate
 from service.sessions.schema import AnyRow
+from service.sessions.sealing import Content
 
 _CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
 
@@ -43,34 +44,43 @@ def sources_from_json(value: list[dict[str, Any]] | None) -> list[Source]:
 
 
 def tool_call_values(
-    call: ToolCallRecord, *, position: int, session_id: str, turn_id: str, now: datetime
+    call: ToolCallRecord,
+    *,
+    position: int,
+    session_id: str,
+    turn_id: str,
+    now: datetime,
+    content: Content,
 ) -> dict[str, Any]:
+    name = f"tool.{position}"
     return {
         "session_id": session_id,
         "turn_id": turn_id,
         "position": position,
         "call_id": call.id[:128],
         "function_name": call.name[:128],
-        "arguments": call.arguments,
-        "result": call.result,
+        # NOT NULL: {} stands for arguments not recorded.
+        "arguments": content.seal_json(call.arguments, turn_id, f"{name}.arguments") or {},
+        "result": content.seal_json(call.result, turn_id, f"{name}.result"),
         "status": call.status.value,
-        "error": truncate(call.error),
+        "error": content.seal(truncate(call.error), turn_id, f"{name}.error"),
         "started_at": call.started_at,
         "duration_s": call.duration_s,
         "created_at": now,
     }
 
 
-def tool_call_from_row(row: AnyRow) -> ToolCallRecord:
+def tool_call_from_row(row: AnyRow, content: Content) -> ToolCallRecord:
+    name = f"tool.{row.position}"
     return ToolCallRecord(
         id=row.call_id,
         name=row.function_name,
-        arguments=row.arguments,
+        arguments=content.open_json(row.arguments, row.turn_id, f"{name}.arguments"),
         status=ToolCallStatus(row.status),
         started_at=row.started_at,
         duration_s=row.duration_s,
-        result=row.result,
-        error=row.error,
+        result=content.open_json(row.result, row.turn_id, f"{name}.result"),
+        error=content.open(row.error, row.turn_id, f"{name}.error"),
     )
 
 

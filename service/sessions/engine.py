@@ -21,8 +21,6 @@ Errors that mean "the database is not there right now" become
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,6 +40,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from service.datadir import private_file
 from service.errors import ConfigurationError, DatabaseUnavailable
 from service.observability.logging import get_logger
 
@@ -82,10 +81,13 @@ def create_engine(
     parsed = _parse(url)
     backend = parsed.get_backend_name()
     extra = dict(connect_args or {})
-    sizes = {
+    sizes: dict[str, Any] = {
         "pool_size": pool.size,
         "max_overflow": pool.max_overflow,
         "pool_timeout": pool.timeout_s,
+        # Errors quote their statement, and without this its parameters too: a question, an
+        # answer. They reach logs (session database unavailable, a failed write).
+        "hide_parameters": True,
     }
     if backend == "sqlite":
         _create_private_file(_sqlite_file(parsed))
@@ -120,6 +122,7 @@ def sqlite_writer(url: str | URL) -> Engine:
         parsed.set(drivername="sqlite+pysqlite"),
         pool_size=1,
         max_overflow=0,
+        hide_parameters=True,  # see create_engine
         # Created in the writer's thread, closed by dispose() from whichever thread.
         connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
     )
@@ -145,9 +148,7 @@ def _sqlite_file(url: URL) -> Path:
 def _create_private_file(path: Path) -> None:
     """Creates the database file readable by its owner only; SQLite gives its -wal and
     -shm files the same mode. An existing file keeps the mode its operator chose."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):  # SQLite takes an empty file for a new database
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    private_file(path)  # SQLite takes an empty file for a new database
 
 
 def _prepare_sqlite(engine: Engine) -> None:

@@ -17,6 +17,7 @@ from service.domain import ConversationTurn, RunResult
 from service.sessions import reads, writes
 from service.sessions import schema as t
 from service.sessions.records import RUN_STATUS_OF_RESPONSE, RunStatus, TokenCounter
+from service.sessions.sealing import Content
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class BeginTurn:
     lifetimes: writes.Lifetimes
     history_tokens: int
     count_tokens: TokenCounter
+    content: Content
 
     def __call__(self, connection: Connection) -> list[ConversationTurn] | None:
         sid, now = self.session_id, self.now
@@ -47,14 +49,25 @@ class BeginTurn:
         else:
             try:
                 seq = writes.claim_session(
-                    connection, sid, self.owner, self.turn_id, now, lifetimes=self.lifetimes
+                    connection,
+                    sid,
+                    self.owner,
+                    self.turn_id,
+                    now,
+                    lifetimes=self.lifetimes,
+                    content=self.content,
                 )
             except writes.Expired:
                 writes.mark_expired(connection, sid)
                 return None
-            history = reads.history(
-                connection, sid, token_budget=self.history_tokens, count=self.count_tokens
-            )
+            if self.content.record:  # else no turn has text to replay
+                history = reads.history(
+                    connection,
+                    sid,
+                    token_budget=self.history_tokens,
+                    count=self.count_tokens,
+                    content=self.content,
+                )
         writes.insert_turn(
             connection,
             turn_id=self.turn_id,
@@ -63,6 +76,7 @@ class BeginTurn:
             request_id=self.request_id,
             question=self.question,
             now=now,
+            content=self.content,
         )
         return history
 
@@ -75,15 +89,24 @@ class CompleteTurn:
     turn_id: str
     result: RunResult
     now: datetime
+    content: Content
 
     def __call__(self, connection: Connection) -> bool:
         status = RUN_STATUS_OF_RESPONSE[self.result.status]
         error = "" if status == RunStatus.COMPLETED else self.result.finish_reason
-        turn = writes.end_turn(connection, self.turn_id, status, error, self.now)
+        turn = writes.end_turn(
+            connection, self.turn_id, status, error, self.now, content=self.content
+        )
         if turn is None:
             return False
         writes.record_outcome(
-            connection, turn, self.turn_id, self.result, status=status, now=self.now
+            connection,
+            turn,
+            self.turn_id,
+            self.result,
+            status=status,
+            now=self.now,
+            content=self.content,
         )
         return True
 
@@ -96,11 +119,13 @@ class AbortTurn:
     status: RunStatus
     error: str
     now: datetime
+    content: Content
 
     def __call__(self, connection: Connection) -> bool:
-        return (
-            writes.end_turn(connection, self.turn_id, self.status, self.error, self.now) is not None
+        ended = writes.end_turn(
+            connection, self.turn_id, self.status, self.error, self.now, content=self.content
         )
+        return ended is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +135,12 @@ class AbandonTurns:
     now: datetime
     reason: str
     since_before: datetime | None
+    content: Content
 
     def __call__(self, connection: Connection) -> None:
-        writes.abandon_turns(connection, self.now, self.reason, since_before=self.since_before)
+        writes.abandon_turns(
+            connection, self.now, self.reason, self.content, since_before=self.since_before
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +164,16 @@ class PurgeExpired:
     now: datetime
     lifetimes: writes.Lifetimes
     limit: int
+    content: Content
 
     def __call__(self, connection: Connection) -> int:
         lifetimes, now = self.lifetimes, self.now
         writes.abandon_turns(
-            connection, now, lifetimes.abandoned_reason(), since_before=now - lifetimes.stale
+            connection,
+            now,
+            lifetimes.abandoned_reason(),
+            self.content,
+            since_before=now - lifetimes.stale,
         )
         query = select(t.sessions.c.id).where(lifetimes.expired_sql(now)).limit(self.limit)
         ids = list(connection.execute(query).scalars())

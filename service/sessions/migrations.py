@@ -169,9 +169,41 @@ def _v2_turn_errors(connection: Connection) -> None:
     )
 
 
+def _v3_unbounded_messages(connection: Connection) -> None:
+    # Sealed text is longer than its plaintext (base64, nonce, tag): the 10,000-character
+    # limit stays, applied to the plaintext by the service, and leaves the table.
+    if connection.dialect.name != "sqlite":
+        connection.exec_driver_sql("ALTER TABLE messages DROP CONSTRAINT ck_messages_length")
+        return
+    # SQLite cannot drop a constraint: the table is rebuilt, rows and indexes included.
+    meta = MetaData()
+    Table("turns", meta, Column("id", String(36), primary_key=True))
+    rebuilt = Table(
+        "messages_v3",
+        meta,
+        Column("id", Serial, primary_key=True, autoincrement=True),
+        Column("session_id", String(36), nullable=False),
+        Column("turn_id", String(36), ForeignKey("turns.id", ondelete="CASCADE"), nullable=False),
+        Column("role", String(16), nullable=False),
+        Column("content", Text, nullable=False),
+        Column("created_at", UTCDateTime(), nullable=False),
+        CheckConstraint("role IN ('user', 'assistant', 'system')", name="ck_messages_role"),
+    )
+    rebuilt.create(connection)
+    connection.exec_driver_sql(
+        "INSERT INTO messages_v3 (id, session_id, turn_id, role, content, created_at) "
+        "SELECT id, session_id, turn_id, role, content, created_at FROM messages"
+    )
+    connection.exec_driver_sql("DROP TABLE messages")
+    connection.exec_driver_sql("ALTER TABLE messages_v3 RENAME TO messages")
+    for column in ("session_id", "turn_id"):
+        connection.exec_driver_sql(f"CREATE INDEX ix_messages_{column} ON messages ({column})")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, turns, messages, tool calls and responses", _v1_initial),
     Migration(2, "why a turn failed; tool calls indexed by function name", _v2_turn_errors),
+    Migration(3, "message length checked before sealing, not by the table", _v3_unbounded_messages),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

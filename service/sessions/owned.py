@@ -17,6 +17,7 @@ from service.domain import ConversationTurn
 from service.observability.logging import get_logger
 from service.sessions import jobs
 from service.sessions.records import Clock, RunStatus
+from service.sessions.sealing import Content
 from service.sessions.writer import Pending, Work, Writer
 
 log = get_logger("ragagent.sessions")
@@ -28,9 +29,10 @@ _WENT_AWAY = "the caller went away before the answer began"
 class OwnedWrites:
     """Writes through ``writer``; :attr:`running` holds the turns begun and not ended."""
 
-    def __init__(self, writer: Writer, clock: Clock) -> None:
+    def __init__(self, writer: Writer, clock: Clock, content: Content) -> None:
         self._writer = writer
         self._clock = clock
+        self._content = content
         self.running: set[str] = set()
 
     async def run(self, work: Work[T]) -> T:
@@ -59,7 +61,9 @@ class OwnedWrites:
     def release(self, turn_id: str, status: RunStatus, error: str) -> None:
         """Ends a turn whose caller will not: nobody waits, a failure is logged."""
         try:
-            pending = self._submit(jobs.AbortTurn(turn_id, status, error, self._clock()))
+            pending = self._submit(
+                jobs.AbortTurn(turn_id, status, error, self._clock(), self._content)
+            )
         except Exception as failure:  # noqa: BLE001 (closed: close() marks the turn instead)
             log.warning("could not end an abandoned turn", turn_id=turn_id, error=repr(failure))
             return

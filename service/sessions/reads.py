@@ -8,10 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import and_, bindparam, not_, or_, select
 from sqlalchemy.engine import Connection
 
 from service.domain import ConversationTurn
+from service.errors import ConfigurationError
 from service.sessions import schema as t
 from service.sessions.codec import (
     sources_from_json,
@@ -21,6 +22,7 @@ from service.sessions.codec import (
 )
 from service.sessions.records import RunStatus, TokenCounter, TurnRecord
 from service.sessions.schema import AnyRow
+from service.sessions.sealing import PREFIX, Content
 
 _HISTORY_BATCH = 32
 _NO_BOUND = 2**31 - 1  # above any turn number (an INTEGER column on every backend)
@@ -45,7 +47,7 @@ def session_row(connection: Connection, session_id: str) -> AnyRow | None:
     return result.one_or_none()
 
 
-def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
+def turn_records(connection: Connection, session_id: str, content: Content) -> list[TurnRecord]:
     """Every turn of the session, oldest first, with its answer, sources and tool calls."""
     turn_rows = (
         connection.execute(
@@ -58,14 +60,14 @@ def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
             t.messages.c.session_id == session_id, t.messages.c.role == "assistant"
         )
     ):
-        answers[row.turn_id] = row.content
+        answers[row.turn_id] = content.open(row.content, row.turn_id, "answer")
     calls: dict[str, list[Any]] = {}
     for row in connection.execute(
         select(t.tool_calls)
         .where(t.tool_calls.c.session_id == session_id)
         .order_by(t.tool_calls.c.turn_id, t.tool_calls.c.position)
     ):
-        calls.setdefault(row.turn_id, []).append(tool_call_from_row(row))
+        calls.setdefault(row.turn_id, []).append(tool_call_from_row(row, content))
     responses = {
         row.turn_id: row
         for row in connection.execute(
@@ -87,12 +89,12 @@ def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
             TurnRecord(
                 turn_id=turn.id,
                 request_id=turn.request_id,
-                question=turn.question,
+                question=content.open(turn.question, turn.id, "question"),
                 status=RunStatus(turn.status),
                 created_at=turn.created_at,
                 completed_at=turn.completed_at,
                 answer=answers.get(turn.id, ""),
-                error=turn.error,
+                error=content.open(turn.error, turn.id, "error"),
                 tool_calls=calls.get(turn.id, []),
                 **extra,
             )
@@ -101,13 +103,19 @@ def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
 
 
 def history(
-    connection: Connection, session_id: str, *, token_budget: int, count: TokenCounter
+    connection: Connection,
+    session_id: str,
+    *,
+    token_budget: int,
+    count: TokenCounter,
+    content: Content,
 ) -> list[ConversationTurn]:
     """The newest completed turns that fit ``token_budget`` together, oldest first.
 
     Reads backwards in small batches, so a long session costs only what the budget admits.
     A turn that does not fit ends the history: older turns are dropped, never skipped over,
-    so the model never sees a conversation with a hole in it.
+    so the model never sees a conversation with a hole in it. A turn recorded without its
+    text (RAGAGENT_RECORD_CONTENT=false) ends it the same way: there is nothing to replay.
     """
     kept: list[ConversationTurn] = []
     left = token_budget
@@ -119,12 +127,15 @@ def history(
         before = batch[-1].seq
         texts: dict[str, dict[str, str]] = {row.id: {} for row in batch}
         for message in connection.execute(_MESSAGES_OF, {"turns": list(texts)}):
-            texts[message.turn_id][message.role] = message.content
+            name = "question" if message.role == "user" else "answer"
+            texts[message.turn_id][message.role] = content.open(
+                message.content, message.turn_id, name
+            )
         for row in batch:
             said = texts[row.id]
             turn = ConversationTurn(said.get("user", ""), said.get("assistant", ""))
             cost = count(turn.question) + count(turn.answer)
-            if cost > left:
+            if cost > left or not turn.question:
                 left = 0
                 break
             left -= cost
@@ -158,3 +169,27 @@ def session_page(
             )
         )
     return list(connection.execute(query).all())
+
+
+def check_keys(connection: Connection, content: Content) -> None:
+    """Refuses a database holding a sealed question that the configured keys cannot open.
+
+    Checked once at start-up, on the one text column every turn has, so that a missing key
+    fails the start rather than the first caller's read; rows sealed later under a key id
+    this process lacks (another replica's newer key) fail at read time (Undecryptable).
+    """
+    question = t.turns.c.question
+    query = select(question).where(question.startswith(PREFIX, autoescape=True))
+    cipher = content.cipher
+    if cipher is not None:
+        known = [question.startswith(f"{PREFIX}{kid}:", autoescape=True) for kid in cipher.keys]
+        query = query.where(not_(or_(*known)))
+    found = connection.execute(query.limit(1)).scalar_one_or_none()
+    if found is None:
+        return
+    kid = found[len(PREFIX) :].partition(":")[0]
+    raise ConfigurationError(
+        "RAGAGENT_SESSION_ENCRYPTION_KEY: the session database holds text sealed with "
+        + (f"key id {kid!r}, which is not listed" if cipher else "a key, and none is set")
+        + " (keep retired keys after the active one until their sessions are purged)"
+    )

@@ -30,8 +30,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-from service.sessions.records import MAX_MESSAGE_CHARS
-
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Aware UTC datetimes in, aware UTC datetimes out, on every backend.
@@ -136,8 +134,8 @@ messages = Table(
     Column("role", String(16), nullable=False),
     Column("content", Text, nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+    # The service cuts text to MAX_MESSAGE_CHARS before sealing it (since version 3).
     CheckConstraint("role IN ('user', 'assistant', 'system')", name="ck_messages_role"),
-    CheckConstraint(f"length(content) <= {MAX_MESSAGE_CHARS}", name="ck_messages_length"),
 )
 
 tool_calls = Table(

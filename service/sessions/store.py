@@ -75,6 +75,7 @@ from service.sessions.records import (
     utc_now,
 )
 from service.sessions.schema import AnyRow
+from service.sessions.sealing import PLAIN, Content
 from service.sessions.writer import ConcurrentWriter, SerialWriter, Writer
 
 log = get_logger("ragagent.sessions")
@@ -101,14 +102,16 @@ class SessionStore:
         history_tokens: int = DEFAULT_HISTORY_TOKENS,
         count_tokens: TokenCounter = approx_tokens,
         clock: Clock = utc_now,
+        content: Content = PLAIN,
     ) -> None:
         self._engine = engine
+        self._content = content
         writer: Writer = (
             SerialWriter(sqlite_writer(engine.url))
             if engine.dialect.name == "sqlite"
             else ConcurrentWriter(engine)
         )
-        self._writes = OwnedWrites(writer, clock)
+        self._writes = OwnedWrites(writer, clock, content)
         self._lifetimes = writes.Lifetimes(
             ttl=timedelta(seconds=ttl_s), stale=timedelta(seconds=stale_turn_s)
         )
@@ -128,6 +131,7 @@ class SessionStore:
         clock: Clock = utc_now,
         connect_args: Mapping[str, Any] | None = None,
         pool: Pool = DEFAULT_POOL,
+        content: Content = PLAIN,
     ) -> SessionStore:
         """Connects to ``url``, creates or upgrades the schema, recovers interrupted turns."""
         store = cls(
@@ -137,6 +141,7 @@ class SessionStore:
             history_tokens=history_tokens,
             count_tokens=count_tokens,
             clock=clock,
+            content=content,
         )
         try:
             await store.start()
@@ -154,8 +159,10 @@ class SessionStore:
         """Migrates the schema; on SQLite (one process) fails the turns a crash left active."""
         await prepare(self._engine)
         await migrate(self._engine, clock=self._clock)
+        await self._read(partial(reads.check_keys, content=self._content))
         if self._engine.dialect.name == "sqlite":
-            await self._writes.run(jobs.AbandonTurns(self._clock(), _RESTARTED, since_before=None))
+            abandon = jobs.AbandonTurns(self._clock(), _RESTARTED, None, self._content)
+            await self._writes.run(abandon)
 
     async def close(self) -> None:
         """Finishes pending writes, marks this process's unfinished turns, disconnects."""
@@ -192,6 +199,7 @@ class SessionStore:
             lifetimes=self._lifetimes,
             history_tokens=self._history_tokens,
             count_tokens=self._count_tokens,
+            content=self._content,
         )
         try:
             history = await self._writes.begin(job)
@@ -213,7 +221,11 @@ class SessionStore:
         (oldest dropped first). No owner check: for callers that already hold a turn."""
         return await self._read(
             partial(
-                reads.history, session_id=session_id, token_budget=token_budget, count=count_tokens
+                reads.history,
+                session_id=session_id,
+                token_budget=token_budget,
+                count=count_tokens,
+                content=self._content,
             )
         )
 
@@ -223,7 +235,9 @@ class SessionStore:
         False (and nothing written) when the turn is no longer active: its session was
         deleted, or it ran past the stale limit and was marked abandoned.
         """
-        done = await self._writes.run(jobs.CompleteTurn(turn_id, result, self._clock()))
+        done = await self._writes.run(
+            jobs.CompleteTurn(turn_id, result, self._clock(), self._content)
+        )
         if not done:
             log.warning("turn no longer active; its outcome was not recorded", turn_id=turn_id)
         return done
@@ -236,7 +250,7 @@ class SessionStore:
     ) -> bool:
         """Ends a turn without an answer; False when it was no longer active."""
         return await self._writes.run(
-            jobs.AbortTurn(turn_id, RunStatus(status), error, self._clock())
+            jobs.AbortTurn(turn_id, RunStatus(status), error, self._clock(), self._content)
         )
 
     # --- reading and deleting ------------------------------------------------------
@@ -248,7 +262,7 @@ class SessionStore:
             row = reads.session_row(connection, session_id)
             if row is None or row.owner != owner:
                 return None, []
-            return row, reads.turn_records(connection, session_id)
+            return row, reads.turn_records(connection, session_id, self._content)
 
         row, turns = await self._read(read)
         if row is None:
@@ -279,7 +293,7 @@ class SessionStore:
         many sessions went."""
         purged = 0
         while True:
-            batch = jobs.PurgeExpired(self._clock(), self._lifetimes, _PURGE_BATCH)
+            batch = jobs.PurgeExpired(self._clock(), self._lifetimes, _PURGE_BATCH, self._content)
             count = await self._writes.run(batch)
             purged += count
             if count < _PURGE_BATCH:

@@ -33,6 +33,7 @@ from service.sessions import schema as t
 from service.sessions.codec import response_values, tool_call_values
 from service.sessions.records import RunStatus, SessionStatus, truncate
 from service.sessions.schema import AnyRow, UTCDateTime
+from service.sessions.sealing import Content
 
 _s, _t = t.sessions.c, t.turns.c
 _NOW = bindparam("now", type_=UTCDateTime())
@@ -143,6 +144,7 @@ def claim_session(
     now: datetime,
     *,
     lifetimes: Lifetimes,
+    content: Content,
 ) -> int:
     """Makes ``turn_id`` the session's active turn; returns its number in the session.
 
@@ -166,7 +168,7 @@ def claim_session(
     if previous is not None:
         # Taken over from a stale turn: fail it before ours is inserted (one active turn).
         reason = lifetimes.abandoned_reason()
-        end_turn(connection, previous, RunStatus.ERROR, reason, now, touch=False)
+        end_turn(connection, previous, RunStatus.ERROR, reason, now, content=content, touch=False)
     return int(seq)
 
 
@@ -179,6 +181,7 @@ def insert_turn(
     request_id: str,
     question: str,
     now: datetime,
+    content: Content,
 ) -> None:
     connection.execute(
         _INSERT_TURN,
@@ -187,7 +190,7 @@ def insert_turn(
             "session_id": sid,
             "seq": seq,
             "request_id": request_id[:128],
-            "question": truncate(question),
+            "question": content.seal(truncate(question), turn_id, "question"),
             "status": RunStatus.ACTIVE,
             "created_at": now,
         },
@@ -201,6 +204,7 @@ def end_turn(
     error: str,
     now: datetime,
     *,
+    content: Content,
     touch: bool = True,
 ) -> AnyRow | None:
     """Moves an active turn to ``status`` and frees its session; None if it was not active
@@ -208,7 +212,12 @@ def end_turn(
     abandoned turn does not."""
     turn = connection.execute(
         _END_TURN,
-        {"turn": turn_id, "new_status": status, "message": truncate(error), "now": now},
+        {
+            "turn": turn_id,
+            "new_status": status,
+            "message": content.seal(truncate(error), turn_id, "error"),
+            "now": now,
+        },
     ).one_or_none()
     if turn is not None:
         connection.execute(
@@ -226,12 +235,16 @@ def record_outcome(
     *,
     status: RunStatus,
     now: datetime,
+    content: Content,
 ) -> None:
     """The messages, tool calls and response of a turn that :func:`end_turn` just ended."""
     sid = turn.session_id
+    # The question as the turn row holds it, sealed or not: the same text under the same
+    # associated data (see sealing.py), so it is copied rather than opened and sealed again.
     said = [{"role": "user", "content": turn.question, "created_at": turn.created_at}]
     if result.answer:
-        said.append({"role": "assistant", "content": truncate(result.answer), "created_at": now})
+        answer = content.seal(truncate(result.answer), turn_id, "answer")
+        said.append({"role": "assistant", "content": answer, "created_at": now})
     connection.execute(
         _INSERT_MESSAGES, [{**m, "session_id": sid, "turn_id": turn_id} for m in said]
     )
@@ -239,7 +252,9 @@ def record_outcome(
         connection.execute(
             _INSERT_TOOL_CALLS,
             [
-                tool_call_values(call, position=i, session_id=sid, turn_id=turn_id, now=now)
+                tool_call_values(
+                    call, position=i, session_id=sid, turn_id=turn_id, now=now, content=content
+                )
                 for i, call in enumerate(result.tool_calls)
             ],
         )
@@ -251,14 +266,19 @@ def record_outcome(
 
 
 def abandon_turns(
-    connection: Connection, now: datetime, reason: str, *, since_before: datetime | None
+    connection: Connection,
+    now: datetime,
+    reason: str,
+    content: Content,
+    *,
+    since_before: datetime | None,
 ) -> None:
     """Fails the active turns (only those begun before ``since_before``, if given)."""
     query = select(t.sessions.c.active_turn_id).where(t.sessions.c.active_turn_id.is_not(None))
     if since_before is not None:
         query = query.where(t.sessions.c.active_since <= since_before)
     for turn_id in (connection.execute(query)).scalars().all():
-        end_turn(connection, turn_id, RunStatus.ERROR, reason, now, touch=False)
+        end_turn(connection, turn_id, RunStatus.ERROR, reason, now, content=content, touch=False)
 
 
 def mark_expired(connection: Connection, sid: str) -> None:
