@@ -238,7 +238,32 @@ class Settings(BaseSettings):
         2, ge=0, le=10, description="Retries of a model call on 429/5xx/connection errors."
     )
     llm_stream_idle_timeout: float = Field(
-        30.0, gt=0, description="Seconds a model stream may stay silent before it is abandoned."
+        30.0,
+        gt=0,
+        description="Seconds a model stream may stay silent between chunks, once its first "
+        "chunk came, before it is abandoned (MODEL_STREAM_STALLED; never retried).",
+    )
+    llm_first_token_timeout: float = Field(
+        180.0,
+        gt=0,
+        description="Seconds the model may take to send its first chunk (a CPU server reads "
+        "a long RAG prompt first) before the call is abandoned (MODEL_STREAM_STALLED; never "
+        "retried).",
+    )
+    llm_context_tokens: int | None = Field(
+        None,
+        ge=512,
+        description="The model's context window in tokens; the prompt (instructions, passages, "
+        "history, question) and LLM_MAX_TOKENS are fitted into it. Unset: read from the "
+        "endpoint (/v1/models max_model_len, llama.cpp /props), else known OpenAI models, "
+        "else 8192.",
+    )
+    llm_tool_calling: Literal["auto", "streamed", "non_streamed", "none"] = Field(
+        "auto",
+        description="How the agentic strategy gets tool calls: streamed; non_streamed (a "
+        "non-streamed turn decides, for servers that cannot stream tool calls, such as "
+        "llama-cpp-python); none (the endpoint has no tool calling: retrieve_first runs); "
+        "auto: learned from the endpoint once.",
     )
 
     # --- agent -------------------------------------------------------------------------

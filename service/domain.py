@@ -138,6 +138,8 @@ class ToolCallRecord:
     duration_s: float | None = None
     result: dict[str, Any] | None = None
     error: str = ""
+    # "model" when the model asked for the call, "service" when the service ran it itself.
+    origin: str = "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,8 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Some counts are the service's estimate: the endpoint reported no usage for a turn.
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -163,6 +167,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
         )
 
 
@@ -201,3 +206,28 @@ class RunResult:
     created_at: datetime
     answer_mode: AnswerMode
     strategy: str
+    grounding: Grounding | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceSupport:
+    """One answer sentence, the citations it carries, and how well they support it."""
+
+    text: str
+    citations: tuple[int, ...]
+    support: float
+    supported: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """Whether an answer rests on its sources (ragagent.v1.Grounding)."""
+
+    cites_nothing: bool
+    sentences: tuple[SentenceSupport, ...] = ()
+
+    @property
+    def supported_share(self) -> float:
+        if not self.sentences:
+            return 0.0
+        return sum(s.supported for s in self.sentences) / len(self.sentences)

@@ -254,6 +254,14 @@ class ModelRequestRejected(FailedPrecondition):
     reason = "MODEL_REQUEST_REJECTED"
 
 
+class ModelContextExceeded(ModelRequestRejected):
+    """The prompt and the reserved answer do not fit the model's context window, even after
+    dropping history and passages (or the endpoint said so): a shorter question or a new
+    session fits; RAGAGENT_LLM_CONTEXT_TOKENS may be wrong."""
+
+    reason = "MODEL_CONTEXT_EXCEEDED"
+
+
 class StoreMismatch(FailedPrecondition):
     """The existing collection does not fit the configured embedder."""
 

@@ -1,19 +1,23 @@
 """The agentic strategy: the model searches with the retrieval tool until it can answer.
 
 The run starts with a search of its own for the question (a follow-up together with the
-previous question), reported like every retrieval as a qdrant_retrieval tool call, with a
-server id ("srv_..."). When it finds nothing relevant enough, the answer is NO_ANSWER and
-the model (slow, paid) is not asked. Otherwise its sources are the run's first numbered
-sources and the model gets them with its instructions (see :func:`agentic_messages`): it
-may answer from them at once, citing [n], or call the tool for more.
+previous question), reported like every retrieval as a qdrant_retrieval tool call with a
+server id ("srv_...") and origin "service". When it finds nothing relevant enough, the
+answer is NO_ANSWER and the model is not asked. Otherwise the model gets those passages with
+the question (see :func:`agentic_messages`) and the tool, with ``tool_choice: "auto"`` sent
+explicitly (llama.cpp's chat formats ignore tools without it): it may answer at once,
+citing [n], or call the tool for more (origin "model").
+
+How tool calls are asked for depends on the endpoint (:mod:`tool_turns`): streamed where it
+can stream them, decided by a non-streamed turn where it cannot (llama-cpp-python), and not
+at all where it has no tool calling, in which case the run answers as retrieve_first from
+the passages it has and says so (``strategy``).
 
 Streaming order, and its one exception: a model turn's text streams as it comes. When the
 model writes text and then asks for tools in the same turn, that text has already been
 sent as answer deltas when the tool calls become known, so the tool events of that turn
 come after answer deltas. The text stays part of the answer, and the next turn's text
-starts a new paragraph. Holding text back until each turn ends would keep the documented
-order but would buffer every turn in which tools are offered, which in this strategy is
-every answer, so the accepted exception is the price of streaming.
+starts a new paragraph.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from service.agent.budget import answer_room, fit_for, fit_passages, tools_tokens
 from service.agent.model import ChatModel, ToolCallRequest
 from service.agent.prompts import (
     Message,
@@ -29,53 +34,80 @@ from service.agent.prompts import (
     retrieval_query,
     tool_result,
 )
+from service.agent.retrieve_first import answer_from, run_retrieve_first
 from service.agent.run import Outcome, Run
+from service.agent.tool_turns import tool_turn
 from service.agent.tools import RETRIEVAL_TOOL, format_error, format_sources, parse_call
 from service.domain import ResponseStatus, ToolCallStatus
 from service.errors import DeadlineExceeded
+
+RETRIEVE_FIRST = "retrieve_first"
 
 
 async def run_agentic(
     run: Run, model: ChatModel, *, temperature: float, max_tool_rounds: int
 ) -> Outcome:
+    if model.capabilities.tool_calling == "none":
+        run.strategy = RETRIEVE_FIRST  # what runs is what the response names
+        return await run_retrieve_first(run, model, temperature=temperature)
     request = run.request
     query = retrieval_query(request.query, request.history)
     found = await run.retrieve(query, request.max_results)
     if not found:
         return await run.no_answer()
 
-    messages: list[Message] = agentic_messages(request.query, request.history, found)
+    tools = [RETRIEVAL_TOOL]
+    fitted = await fit_for(
+        model,
+        request.query,
+        history=request.history,
+        sources=found,
+        build=agentic_messages,
+        tools=tools,
+    )
+    messages: list[Message] = agentic_messages(request.query, fitted.history, fitted.sources)
+    window = await model.context_tokens()
+    tool_tokens = tools_tokens(model.count_tokens, tools)
+    turns = run.turns(model)
     for round_ in range(max_tool_rounds + 1):
-        last = round_ == max_tool_rounds
-        turn = await run.model_turn(
-            model,
-            messages,
-            temperature=temperature,
-            tools=[RETRIEVAL_TOOL],
-            tool_choice="none" if last else None,
-        )
+        prompt = model.count_messages(messages) + tool_tokens
+        room = answer_room(window, model.max_tokens, prompt)
+        if round_ == max_tool_rounds:
+            # The last round may not search again: the answer comes now.
+            final = await turns.stream(
+                messages, temperature=temperature, tools=tools, tool_choice="none", max_tokens=room
+            )
+            await run.end_answer()
+            # A model that still asks for tools has its text so far as the answer.
+            reason = "max_tool_rounds" if final.tool_calls else final.finish_reason
+            return Outcome(ResponseStatus.SUCCESS, reason, final.model)
+        turn = await tool_turn(run, turns, messages, temperature=temperature, max_tokens=room)
+        if turn is None:  # the endpoint has no tool calling
+            run.strategy = RETRIEVE_FIRST
+            return await answer_from(run, model, found, temperature=temperature)
         if not turn.tool_calls:
             await run.end_answer()
             return Outcome(ResponseStatus.SUCCESS, turn.finish_reason, turn.model)
-        if last:
-            break
         messages.append(
             assistant_tool_calls(turn.text, [(c.id, c.name, c.arguments) for c in turn.tool_calls])
         )
-        results = await _call_tools(run, turn.tool_calls)
+        # What the results may take: the window less the prompt so far and the answer.
+        allowance = window - model.count_messages(messages) - tool_tokens - model.max_tokens
+        results = await _call_tools(run, model, turn.tool_calls, allowance)
         messages.extend(tool_result(c.id, r) for c, r in zip(turn.tool_calls, results, strict=True))
-    # The model still wanted to search after its last round: its text so far is the answer.
-    await run.end_answer()
-    return Outcome(ResponseStatus.SUCCESS, "max_tool_rounds", run.model_name)
+    raise AssertionError("the last round returns")  # pragma: no cover
 
 
-async def _call_tools(run: Run, calls: list[ToolCallRequest]) -> list[str]:
+async def _call_tools(
+    run: Run, model: ChatModel, calls: list[ToolCallRequest], allowance: int
+) -> list[str]:
     """Runs one turn's calls concurrently; returns what the model reads, in call order."""
     parsed = [parse_call(call.name, call.arguments) for call in calls]
     records = [
         await run.start_call(c.id, c.name, p.recorded) for c, p in zip(calls, parsed, strict=True)
     ]
     results = [""] * len(calls)
+    share = max(0, allowance) // max(1, len(calls))
 
     async def call_tool(index: int) -> None:
         record, args = records[index], parsed[index]
@@ -85,7 +117,7 @@ async def _call_tools(run: Run, calls: list[ToolCallRequest]) -> list[str]:
             return
         limit = min(args.arguments.top_k, run.request.max_results)
         sources = await run.run_retrieval(record, args.arguments.query, limit)
-        results[index] = format_sources(sources)
+        results[index] = format_sources(fit_passages(sources, share, model.count_tokens))
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -1,74 +1,87 @@
 """The chat model as the orchestrator sees it, and its implementation over AsyncOpenAI.
 
-One model turn is one streamed Chat Completions call. The turn yields text as it arrives and
-ends with one :class:`TurnEnd` holding the assembled tool calls, the finish reason and the
-usage. Every failure leaves as a :class:`RagAgentError`; the HTTP stream is closed as soon
-as the consumer stops reading, whether it finished, failed, was cancelled or closed early.
+A model turn is one Chat Completions call, streamed (:meth:`ChatModel.stream`: text as it
+arrives, then one :class:`TurnEnd`) or not (:meth:`ChatModel.complete`, for deciding tool
+calls on servers that cannot stream them). Every failure leaves as a
+:class:`RagAgentError`; the HTTP stream is closed as soon as the consumer stops reading.
 
-A turn is complete only when the model said how it ended (a finish reason). A stream that
-ends without one, or whose connection breaks mid-body, raises :class:`ModelStreamInterrupted`
-after the text that did arrive: a killed model server, a proxy timeout and llama.cpp's answer
-to a prompt that overflows its context window (HTTP 200 and an empty body) all look like
-that, and none of them is an answer. Nothing here retries a turn that has begun to stream.
+Two clocks bound a streamed turn: the first chunk may take ``first_token_timeout`` (a CPU
+server reads a long RAG prompt before it writes anything), each later gap
+``idle_timeout``. A call that outlives either is abandoned and never retried: the model
+server is still busy with it, and a second request would queue behind the first. Only
+failures before the answer began are retried here (429, 5xx that are not about the
+request, unreachable endpoints), with backoff and within the deadline.
+
+A turn is complete only when the model said how it ended (a finish reason); a stream that
+ends without one raises :class:`ModelStreamInterrupted` after the text that did arrive.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from service.agent.model_errors import model_error, stream_broke, stream_ended_early
+from service.agent.assembly import Assembly, TextDelta, ToolCallRequest, TurnEnd, from_completion
+from service.agent.capabilities import (
+    DEFAULT_CONTEXT_TOKENS,
+    Capabilities,
+    ToolCalling,
+    count_messages,
+    known_window,
+    probe_context_tokens,
+    token_counter,
+)
+from service.agent.model_errors import model_error, retryable, stream_broke
 from service.config import Settings
 from service.domain import Deadline, Usage
-from service.errors import (
-    ConfigurationError,
-    DeadlineExceeded,
-    ModelStalled,
-    ModelStreamInterrupted,
-)
+from service.errors import ConfigurationError, DeadlineExceeded, ModelStalled, RagAgentError
+
+__all__ = ["ChatModel", "Completion", "OpenAIChatModel", "TextDelta", "ToolCallRequest", "TurnEnd"]
 
 # Local servers need no key but the client insists on one.
 PLACEHOLDER_API_KEY = "not-needed"
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRequest:
-    """A complete tool call of the model; ``arguments`` is the raw text it wrote."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnd:
-    finish_reason: str
-    tool_calls: list[ToolCallRequest]
-    usage: Usage
-    model: str
-
+_CONNECT_TIMEOUT_S = 10.0
+_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 
 ModelEvent = TextDelta | TurnEnd
 
 
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A non-streamed turn: its whole text and how it ended."""
+
+    text: str
+    end: TurnEnd
+
+
 class ChatModel(Protocol):
-    """Streams model turns. Close the generator (``aclosing``) to abandon a turn."""
+    """Model turns, and what the endpoint can do. Close a stream (``aclosing``) to abandon it."""
 
     @property
     def name(self) -> str:
         """The configured model name (the endpoint may report a more specific one)."""
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens reserved for one answer (a turn may be given fewer to fit the window)."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What is known of the endpoint; the agent records what it learns here."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Sequence[dict[str, Any]]) -> int: ...
+
+    async def context_tokens(self) -> int:
+        """The model's context window in tokens (asked once, then kept)."""
 
     def stream(
         self,
@@ -78,8 +91,20 @@ class ChatModel(Protocol):
         deadline: Deadline,
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: str | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[ModelEvent, None]:
         """TextDelta events, then exactly one TurnEnd."""
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        temperature: float,
+        deadline: Deadline,
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
 
 
 def build_openai_client(settings: Settings) -> openai.AsyncOpenAI:
@@ -101,52 +126,6 @@ def build_openai_client(settings: Settings) -> openai.AsyncOpenAI:
     )
 
 
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Assembly:
-    """What the chunks of one turn add up to."""
-
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
-    finish_reason: str = ""
-    usage: Usage = field(default_factory=Usage)
-    model: str = ""
-    chunks: int = 0
-
-    def add(self, chunk: ChatCompletionChunk) -> list[str]:
-        """Takes in one chunk; returns its text, in order."""
-        self.chunks += 1
-        self.model = self.model or chunk.model
-        if chunk.usage is not None:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        texts = []
-        for choice in chunk.choices:
-            self.finish_reason = choice.finish_reason or self.finish_reason
-            delta = choice.delta
-            if delta is None:
-                continue
-            for fragment in delta.tool_calls or []:
-                _merge_fragment(self.calls, fragment)
-            if delta.content:
-                texts.append(delta.content)
-        return texts
-
-    def end(self, configured_model: str) -> TurnEnd:
-        """The turn's end; raises ModelStreamInterrupted if the model never said it ended."""
-        if not self.finish_reason:
-            raise stream_ended_early(self.chunks)
-        requests = [
-            ToolCallRequest(c.id or f"call_{uuid.uuid4().hex[:24]}", c.name, "".join(c.arguments))
-            for _, c in sorted(self.calls.items())
-        ]
-        return TurnEnd(self.finish_reason, requests, self.usage, self.model or configured_model)
-
-
 class OpenAIChatModel:
     """ChatModel over any OpenAI-compatible Chat Completions endpoint."""
 
@@ -158,26 +137,67 @@ class OpenAIChatModel:
         max_tokens: int,
         timeout: float,
         idle_timeout: float,
+        first_token_timeout: float | None = None,
+        context_tokens: int | None = None,
+        tool_calling: ToolCalling | None = None,
+        base_url: str | None = None,
     ) -> None:
-        self._client = client
+        # Retries are this class's (so that a stall is never retried); the SDK makes none.
+        self._client = client.with_options(max_retries=0)
+        self._retries = client.max_retries
         self._model = model
         self._max_tokens = max_tokens
         self._timeout = timeout
         self._idle_timeout = idle_timeout
+        self._first_token_timeout = first_token_timeout or max(timeout, idle_timeout)
+        self._base_url = base_url
+        self._capabilities = Capabilities(tool_calling, context_tokens)
+        self._count, self._exact = token_counter(model, base_url)
+        self._probe_lock = asyncio.Lock()
 
     @classmethod
     def from_settings(cls, client: openai.AsyncOpenAI, settings: Settings) -> OpenAIChatModel:
+        tool_calling = settings.llm_tool_calling
         return cls(
             client,
             model=settings.llm_model,
             max_tokens=settings.llm_max_tokens,
             timeout=settings.llm_timeout,
             idle_timeout=settings.llm_stream_idle_timeout,
+            first_token_timeout=settings.llm_first_token_timeout,
+            context_tokens=settings.llm_context_tokens,
+            tool_calling=None if tool_calling == "auto" else tool_calling,
+            base_url=settings.llm_base_url,
         )
 
     @property
     def name(self) -> str:
         return self._model
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def count_tokens(self, text: str) -> int:
+        return self._count(text)
+
+    def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
+        return count_messages(self._count, messages)
+
+    async def context_tokens(self) -> int:
+        async with self._probe_lock:
+            if self._capabilities.context_tokens is None:
+                window = known_window(self._model) if self._base_url is None else None
+                if window is None:
+                    window = await probe_context_tokens(
+                        self._base_url, self._model, self._client.api_key
+                    )
+                self._capabilities.context_tokens = window or DEFAULT_CONTEXT_TOKENS
+            return self._capabilities.context_tokens
 
     async def stream(
         self,
@@ -187,68 +207,129 @@ class OpenAIChatModel:
         deadline: Deadline,
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: str | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[ModelEvent, None]:
-        request_timeout = deadline.timeout(self._timeout)
-        if request_timeout <= 0:
-            raise DeadlineExceeded("the deadline ran out before the model was called")
-        extra: dict[str, Any] = {}
-        if tools:
-            extra["tools"] = list(tools)
-        if tool_choice is not None:
-            extra["tool_choice"] = tool_choice
-        try:
-            # The client's own timeout bounds each attempt; this bounds its retries too.
-            async with asyncio.timeout(deadline.remaining()):
-                response = await self._client.chat.completions.create(
-                    model=self._model,
-                    messages=cast(Any, list(messages)),
-                    temperature=temperature,
-                    max_tokens=self._max_tokens,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                    timeout=request_timeout,
-                    **extra,
-                )
-        except TimeoutError:
-            raise DeadlineExceeded("the deadline ran out while waiting for the model") from None
-        except (openai.OpenAIError, ValueError) as exc:
-            raise model_error(exc, deadline) from exc
-
-        turn = _Assembly()
+        started = time.monotonic()
+        request = self._request(messages, temperature, tools, tool_choice, max_tokens)
+        request |= {"stream": True, "stream_options": {"include_usage": True}}
+        response = await self._create(request, deadline, self._first_token_timeout)
+        turn = Assembly()
         async with response:
             while True:
-                try:
-                    chunk = await self._next_chunk(response, deadline)
-                except ModelStreamInterrupted:
-                    if turn.finish_reason:
-                        break  # the answer is whole; only the usage chunk after it was lost
-                    raise
+                if turn.started:
+                    wait, clock = self._idle_timeout, "RAGAGENT_LLM_STREAM_IDLE_TIMEOUT"
+                else:
+                    wait = self._first_token_timeout - (time.monotonic() - started)
+                    clock = "RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT"
+                chunk = await self._next_chunk(response, deadline, wait, clock, turn)
                 if chunk is None:
                     break
                 for text in turn.add(chunk):
                     yield TextDelta(text)
-        yield turn.end(self._model)
+        yield turn.end(self._model, self._estimate(messages, turn.text))
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        temperature: float,
+        deadline: Deadline,
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        request = self._request(messages, temperature, tools, tool_choice, max_tokens)
+        # The whole answer comes at once: reading the prompt, then writing the turn.
+        response = await self._create(request, deadline, self._first_token_timeout + self._timeout)
+        text, end = from_completion(
+            cast(ChatCompletion, response),
+            self._model,
+            lambda text: self._estimate(messages, text)(),
+        )
+        return Completion(text, end)
+
+    def _request(
+        self,
+        messages: Sequence[dict[str, Any]],
+        temperature: float,
+        tools: Sequence[dict[str, Any]],
+        tool_choice: str | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": list(messages),
+            "temperature": temperature,
+            "max_tokens": max_tokens or self._max_tokens,
+        }
+        if tools:
+            request["tools"] = list(tools)
+            # Sent every time: llama.cpp's chat formats ignore tools without it.
+            request["tool_choice"] = tool_choice or "auto"
+        elif tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        return request
+
+    def _estimate(self, messages: Sequence[dict[str, Any]], text: str) -> Callable[[], Usage]:
+        return lambda: Usage(self.count_messages(messages), self._count(text), estimated=True)
+
+    async def _create(self, request: dict[str, Any], deadline: Deadline, read_s: float) -> Any:
+        """Sends the request; retries what may succeed later, never a timeout."""
+        attempt = 0
+        while True:
+            left = deadline.remaining()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded("the deadline ran out before the model was called")
+            timeout = httpx.Timeout(read_s, connect=min(_CONNECT_TIMEOUT_S, self._timeout))
+            try:
+                async with asyncio.timeout(left):
+                    return await cast(Any, self._client.chat.completions).create(**request, timeout=timeout)
+            except TimeoutError:
+                raise DeadlineExceeded("the deadline ran out while waiting for the model") from None
+            except openai.APITimeoutError:
+                if left is not None and left <= read_s:
+                    raise DeadlineExceeded("the deadline ran out waiting for the model") from None
+                raise ModelStalled(
+                    f"the model sent nothing for {read_s:g} s (RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT); "
+                    "not retried: the server is still busy with the request"
+                ) from None
+            except (openai.OpenAIError, ValueError) as exc:
+                error = model_error(exc, deadline)
+                if attempt >= self._retries or not retryable(error):
+                    raise error from exc
+                delay = _backoff(error, attempt)
+                left = deadline.remaining()
+                if left is not None and left <= delay:
+                    raise error from exc
+                attempt += 1
+                await asyncio.sleep(delay)
 
     async def _next_chunk(
-        self, response: openai.AsyncStream[ChatCompletionChunk], deadline: Deadline
+        self,
+        response: openai.AsyncStream[ChatCompletionChunk],
+        deadline: Deadline,
+        wait: float,
+        clock: str,
+        turn: Assembly,
     ) -> ChatCompletionChunk | None:
         left = deadline.remaining()
-        wait = self._idle_timeout if left is None else min(self._idle_timeout, left)
+        bound = max(0.0, wait if left is None else min(wait, left))
         try:
-            async with asyncio.timeout(wait):
+            async with asyncio.timeout(bound):
                 return await anext(response)
         except StopAsyncIteration:
             return None
         except TimeoutError:
-            if left is not None and left <= self._idle_timeout:
+            if left is not None and left <= wait:
                 raise DeadlineExceeded("the deadline ran out while the model was writing") from None
             raise ModelStalled(
-                f"the model stream sent nothing for {self._idle_timeout:g} s "
-                "(RAGAGENT_LLM_STREAM_IDLE_TIMEOUT)"
+                f"the model stream sent nothing for {wait:.3g} s ({clock})"
             ) from None
         except openai.APITimeoutError as exc:
             raise model_error(exc, deadline) from exc
         except (openai.APIConnectionError, httpx.TransportError) as exc:
+            if turn.finish_reason:
+                return None  # the answer is whole; only the usage chunk after it was lost
             # The body broke after the response began (reset, EOF mid-chunk). This SDK wraps
             # transport errors; others let httpx's own escape, which must not become INTERNAL.
             raise stream_broke(exc) from exc
@@ -256,18 +337,7 @@ class OpenAIChatModel:
             raise model_error(exc, deadline) from exc
 
 
-def _merge_fragment(calls: dict[int, _PartialCall], fragment: Any) -> None:
-    # Servers send id and name first and the arguments in pieces; a few omit the index,
-    # in which case a fragment with an id starts a new call and one without continues it.
-    index = fragment.index
-    if not isinstance(index, int):
-        index = len(calls) if fragment.id or not calls else max(calls)
-    call = calls.setdefault(index, _PartialCall())
-    if fragment.id and not call.id:
-        call.id = fragment.id
-    function = fragment.function
-    if function is not None:
-        if function.name and not call.name:
-            call.name = function.name
-        if function.arguments:
-            call.arguments.append(function.arguments)
+def _backoff(error: RagAgentError, attempt: int) -> float:
+    hinted = getattr(error, "retry_after_s", None)
+    base = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+    return max(base, min(float(hinted), 30.0)) if isinstance(hinted, int | float) else base

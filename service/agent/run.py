@@ -1,39 +1,35 @@
-"""The state of one run and the steps every strategy is built from.
+"""One run, composed of one object per job.
 
-A strategy searches, asks the model and writes the answer only through a :class:`Run`, so
-that events, citations, timings and tool-call records stay consistent whatever strategy
-runs and wherever it stops.
+:class:`Searcher` searches and numbers sources, :class:`ToolCallLog` records tool calls,
+:class:`ModelTurns` asks the model, :class:`AnswerWriter` filters citations and streams
+the answer, and :meth:`Run.result` assembles the result with its grounding check. A
+strategy uses them through the :class:`Run` that holds them, so that events, citations,
+timings and records stay consistent whatever strategy runs and wherever it stops.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from service.agent.citations import CitationFilter
-from service.agent.events import (
-    AgentEvent,
-    AnswerDelta,
-    SourcesFound,
-    ToolCallCompleted,
-    ToolCallStarted,
-)
-from service.agent.model import ChatModel, TextDelta, ToolCallRequest
-from service.agent.prompts import NO_ANSWER_MESSAGE
+from service.agent.answer import AnswerWriter
+from service.agent.events import AgentEvent
+from service.agent.grounding import check_grounding
+from service.agent.model import ChatModel
+from service.agent.search import Searcher
 from service.agent.sources import SourceBook
-from service.agent.tools import TOOL_NAME, result_summary, server_call_id
+from service.agent.tool_log import ToolCallLog
+from service.agent.turns import ModelTurns, Turn
 from service.domain import (
     AnswerMode,
     ConversationTurn,
     Deadline,
+    Grounding,
     ResponseStatus,
     RunResult,
-    ScoredChunk,
     SearchFilters,
     Source,
     Timings,
@@ -41,8 +37,9 @@ from service.domain import (
     ToolCallStatus,
     Usage,
 )
-from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import Retriever
+
+__all__ = ["DEFAULT_MAX_RESULTS", "AgentRequest", "Outcome", "Run", "Turn"]
 
 DEFAULT_MAX_RESULTS = 5
 
@@ -71,18 +68,8 @@ class Outcome:
     model: str = ""
 
 
-@dataclass(slots=True)
-class Turn:
-    """One model turn: everything it wrote (unfiltered), its tool calls, how it ended."""
-
-    text: str
-    tool_calls: list[ToolCallRequest]
-    finish_reason: str
-    model: str
-
-
 class Run:
-    """Mutable state of one run; strategies call its steps, the orchestrator reads it."""
+    """The pieces of one run; strategies call them, the orchestrator reads the result."""
 
     def __init__(
         self,
@@ -96,22 +83,25 @@ class Run:
     ) -> None:
         self.request = request
         self.threshold = threshold
-        self.strategy = strategy
+        self.strategy = strategy  # a fallback renames it to what actually ran
         self.answer_mode = answer_mode
         self.created_at = datetime.now(UTC)
         self.phase = "tool"
-        self.book = SourceBook()
-        self.citations = CitationFilter(self.book)
-        self.tool_calls: list[ToolCallRecord] = []
-        self.usage = Usage()
         self.model_name = ""
-        self._retriever = retriever
-        self._emit = emit
         self._started = time.perf_counter()
-        self._retrieval_s = 0.0
-        self._first_text_s: float | None = None
-        self._answer: list[str] = []
-        self._call_started: dict[int, float] = {}
+        self.book = SourceBook()
+        self.calls = ToolCallLog(emit)
+        self.searcher = Searcher(
+            retriever,
+            threshold=threshold,
+            filters=request.filters,
+            deadline=request.deadline,
+            book=self.book,
+            calls=self.calls,
+            emit=emit,
+        )
+        self.answer_writer = AnswerWriter(self.book, emit, self._started)
+        self._turns: ModelTurns | None = None
 
     @property
     def deadline(self) -> Deadline:
@@ -119,79 +109,44 @@ class Run:
 
     @property
     def answer(self) -> str:
-        return "".join(self._answer)
+        return self.answer_writer.text
+
+    @property
+    def citations(self) -> Any:
+        return self.answer_writer.citations
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        return self.calls.records
+
+    @property
+    def usage(self) -> Usage:
+        return self._turns.usage if self._turns is not None else Usage()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._started
 
-    # --- retrieval ------------------------------------------------------------------------
-    async def retrieve(self, query: str, limit: int) -> list[Source]:
-        """A search the strategy runs itself, reported as a qdrant_retrieval tool call.
+    def turns(self, model: ChatModel) -> ModelTurns:
+        """The run's model turns (one object per run, so that usage adds up)."""
+        if self._turns is None:
+            self._turns = ModelTurns(model, self.answer_writer, self.deadline)
+        self.phase = "model"
+        return self._turns
 
-        The call gets a server id ("srv_..."); its arguments are what was searched.
-        """
-        record = await self.start_call(
-            server_call_id(), TOOL_NAME, {"query": query, "top_k": limit}
-        )
-        return await self.run_retrieval(record, query, limit)
+    # --- delegates the strategies use -----------------------------------------------------
+    async def retrieve(self, query: str, limit: int) -> list[Source]:
+        self.phase = "tool"
+        return await self.searcher.retrieve(query, limit)
 
     async def run_retrieval(self, record: ToolCallRecord, query: str, limit: int) -> list[Source]:
-        """Executes a started retrieval call: searches, reports the sources, ends the call.
-
-        The sources that passed the threshold are numbered; SourcesFound names the call and
-        comes only when something was found. A failed search ends the call with ERROR and
-        is raised; a deadline is raised with the call still open, for the run to time out.
-        """
-        try:
-            sources = self.book.add(await self._search(query, limit))
-        except DeadlineExceeded:
-            raise  # the run ends with TIMEOUT and closes every open call
-        except RagAgentError as exc:
-            await self.end_call(record, ToolCallStatus.ERROR, error=exc.message)
-            raise
-        if sources:
-            await self._emit(SourcesFound(record.id, sources))
-        await self.end_call(record, ToolCallStatus.COMPLETED, result=result_summary(sources))
-        return sources
-
-    async def _search(self, query: str, limit: int) -> list[ScoredChunk]:
-        """Hits passing the threshold, best first, found within the deadline."""
         self.phase = "tool"
-        if self.deadline.expired:
-            raise DeadlineExceeded("the deadline ran out before the search")
-        started = time.perf_counter()
-        try:
-            # Bounded here as well: a store that ignores the deadline must not hold the run.
-            async with asyncio.timeout(self.deadline.remaining()):
-                hits = await self._retriever.search(
-                    query,
-                    limit=limit,
-                    threshold=self.threshold,
-                    filters=self.request.filters,
-                    deadline=self.deadline,
-                )
-        except TimeoutError:
-            raise DeadlineExceeded("the deadline ran out while searching") from None
-        finally:
-            self._retrieval_s += time.perf_counter() - started
-        return [hit for hit in hits if hit.score >= self.threshold]
+        return await self.searcher.run(record, query, limit)
 
-    # --- tool calls -----------------------------------------------------------------------
     async def start_call(
         self, call_id: str, name: str, arguments: dict[str, Any]
     ) -> ToolCallRecord:
-        """Records a call as EXECUTING (RunResult.tool_calls keeps the start order)."""
-        record = ToolCallRecord(
-            id=call_id,
-            name=name,
-            arguments=arguments,
-            status=ToolCallStatus.EXECUTING,
-            started_at=datetime.now(UTC),
-        )
-        self.tool_calls.append(record)
-        self._call_started[id(record)] = time.perf_counter()
-        await self._emit(ToolCallStarted(replace(record)))
-        return record
+        """A call the model asked for."""
+        return await self.calls.start(call_id, name, arguments, origin="model")
 
     async def end_call(
         self,
@@ -201,97 +156,58 @@ class Run:
         result: dict[str, Any] | None = None,
         error: str = "",
     ) -> None:
-        record.status = status
-        record.result = result
-        record.error = error
-        record.duration_s = time.perf_counter() - self._call_started.pop(id(record))
-        await self._emit(ToolCallCompleted(replace(record)))
+        await self.calls.end(record, status, result=result, error=error)
 
     async def time_out_open_calls(self) -> None:
-        for record in self.tool_calls:
-            if id(record) in self._call_started:
-                await self.end_call(
-                    record, ToolCallStatus.TIMEOUT, error="the request's deadline ran out"
-                )
+        await self.calls.time_out_open()
 
-    # --- the model and the answer ---------------------------------------------------------
-    async def model_turn(
-        self,
-        model: ChatModel,
-        messages: Sequence[dict[str, Any]],
-        *,
-        temperature: float,
-        tools: Sequence[dict[str, Any]] = (),
-        tool_choice: str | None = None,
-    ) -> Turn:
-        """Streams one turn into the answer as it comes.
-
-        Text the model writes before asking for tools in the same turn is part of the
-        answer too: it has streamed before the turn's end says that tools come next.
-        """
-        self.phase = "model"
-        self.model_name = self.model_name or model.name  # until the endpoint names itself
-        text: list[str] = []
-        stream = model.stream(
-            messages,
-            temperature=temperature,
-            deadline=self.deadline,
-            tools=tools,
-            tool_choice=tool_choice,
-        )
-        async with aclosing(stream) as events:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    if not text and self._answer:
-                        await self.write("\n\n")  # a later turn starts a new paragraph
-                    await self.write(event.text)
-                    text.append(event.text)
-                    continue
-                self.usage += event.usage
-                self.model_name = event.model
-                return Turn("".join(text), event.tool_calls, event.finish_reason, event.model)
-        raise AssertionError("a model turn ends with TurnEnd")  # the ChatModel contract
+    async def model_turn(self, model: ChatModel, messages: Any, **options: Any) -> Turn:
+        return await self.turns(model).stream(messages, **options)
 
     async def write(self, model_text: str) -> None:
-        """Model text, with citations to sources that do not exist taken out."""
-        await self._say(self.citations.feed(model_text))
+        await self.answer_writer.write(model_text)
 
     async def end_answer(self) -> None:
-        await self._say(self.citations.finish())
+        await self.answer_writer.end()
 
     async def no_answer(self) -> Outcome:
-        await self.end_answer()
-        await self._say(NO_ANSWER_MESSAGE)
+        await self.answer_writer.no_answer()
         return Outcome(ResponseStatus.NO_ANSWER, "no_answer")
-
-    async def _say(self, text: str) -> None:
-        if not text:
-            return
-        if self._first_text_s is None:
-            self._first_text_s = self.elapsed()
-        self._answer.append(text)
-        await self._emit(AnswerDelta(text))
 
     # --- the result -----------------------------------------------------------------------
     def result(self, outcome: Outcome) -> RunResult:
-        cited = [] if outcome.status is ResponseStatus.NO_ANSWER else self.citations.cited
+        no_answer = outcome.status is ResponseStatus.NO_ANSWER
+        cited = [] if no_answer else self.citations.cited
+        model_name = self._turns.model_name if self._turns is not None else self.model_name
         return RunResult(
             request_id=self.request.request_id,
             session_id=self.request.session_id,
             answer=self.answer,
-            sources=[] if outcome.status is ResponseStatus.NO_ANSWER else self.book.final(cited),
+            sources=[] if no_answer else self.book.final(cited),
             confidence=self.book.confidence(cited),
-            tool_calls=[replace(record) for record in self.tool_calls],
+            tool_calls=self.calls.snapshot(),
             status=outcome.status,
             finish_reason=outcome.finish_reason,
             usage=self.usage,
             timings=Timings(
-                retrieval_s=self._retrieval_s,
-                time_to_first_token_s=self._first_text_s,
+                retrieval_s=self.searcher.seconds,
+                time_to_first_token_s=self.answer_writer.first_text_s,
                 total_s=self.elapsed(),
             ),
-            model=outcome.model or self.model_name,
+            model=outcome.model or model_name,
             created_at=self.created_at,
             answer_mode=self.answer_mode,
             strategy=self.strategy,
+            grounding=self._grounding(outcome),
         )
+
+    def _grounding(self, outcome: Outcome) -> Grounding | None:
+        if outcome.status in (ResponseStatus.NO_ANSWER, ResponseStatus.ERROR):
+            return None
+        if not self.answer.strip():
+            return None
+
+        def passage(number: int) -> str | None:
+            return self.book.get(number).hit.chunk.text if number in self.book else None
+
+        return check_grounding(self.answer, passage)

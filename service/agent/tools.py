@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +130,22 @@ def format_sources(sources: list[Source]) -> str:
             "No passage is relevant enough to this query. Try another query, or say that "
             "the documents do not cover the question."
         )
-    return "\n\n".join(describe_source(source) for source in sources)
+    return passages_block(sources)
+
+
+OPEN_MARK = "<passages>"
+CLOSE_MARK = "</passages>"
+
+
+def passages_block(sources: Sequence[Source]) -> str:
+    """Numbered passages between the markers the instructions name; a marker inside a
+    passage is defused so that a document cannot close the block and speak outside it."""
+    body = "\n\n".join(_defuse(describe_source(source)) for source in sources)
+    return f"{OPEN_MARK}\n{body}\n{CLOSE_MARK}"
+
+
+def _defuse(text: str) -> str:
+    return text.replace(OPEN_MARK, "(passages)").replace(CLOSE_MARK, "(/passages)")
 
 
 def describe_source(source: Source) -> str:

@@ -10,6 +10,7 @@ from ragagent.v1 import agent_pb2, types_pb2
 
 from service.domain import (
     AnswerMode,
+    Grounding,
     ResponseStatus,
     RunResult,
     ScoredChunk,
@@ -90,7 +91,9 @@ def hit_to_proto(hit: ScoredChunk, citation: int = 0) -> types_pb2.SourceInfo:
 
 
 def source_to_proto(source: Source) -> types_pb2.SourceInfo:
-    return hit_to_proto(source.hit, source.citation)
+    info = hit_to_proto(source.hit, source.citation)
+    info.cited = source.citation > 0
+    return info
 
 
 def tool_call_to_proto(call: ToolCallRecord) -> types_pb2.ToolCallInfo:
@@ -103,6 +106,11 @@ def tool_call_to_proto(call: ToolCallRecord) -> types_pb2.ToolCallInfo:
         started_at=timestamp(call.started_at),
         duration=duration(call.duration_s),
         error=call.error,
+        origin=(
+            types_pb2.TOOL_CALL_ORIGIN_SERVICE
+            if call.origin == "service"
+            else types_pb2.TOOL_CALL_ORIGIN_MODEL
+        ),
     )
 
 
@@ -111,6 +119,22 @@ def usage_to_proto(usage: Usage) -> types_pb2.Usage:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
+        estimated=usage.estimated,
+    )
+
+
+def grounding_to_proto(grounding: Grounding | None) -> types_pb2.Grounding | None:
+    if grounding is None:
+        return None
+    return types_pb2.Grounding(
+        cites_nothing=grounding.cites_nothing,
+        sentences=[
+            types_pb2.SentenceSupport(
+                text=s.text, citations=s.citations, support=s.support, supported=s.supported
+            )
+            for s in grounding.sentences
+        ],
+        supported_share=grounding.supported_share,
     )
 
 
@@ -142,4 +166,5 @@ def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
         created_at=timestamp(result.created_at),
         answer_mode=_ANSWER_MODE[result.answer_mode],
         strategy=result.strategy,
+        grounding=grounding_to_proto(result.grounding),
     )

@@ -107,7 +107,7 @@ async def test_stalling_is_not_mistaken_for_running_out_of_time(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
 ) -> None:
     fake_openai.script_chat(ChatReply(deltas=["A"], stall_after=1, stall_for=5.0))
-    agent = build_agent(retriever, llm_stream_idle_timeout=0.3)
+    agent = build_agent(retriever, llm_stream_idle_timeout=0.3, llm_first_token_timeout=0.3)
 
     with pytest.raises(DeadlineExceeded) as caught:
         await collect(agent.run(request(QUESTION, deadline=Deadline.after(10.0))))

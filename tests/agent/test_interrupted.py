@@ -229,8 +229,14 @@ class _Completions:
 
 
 class _Client:
+    max_retries = 0
+    api_key = "k"
+
     def __init__(self) -> None:
         self.chat = type("Chat", (), {"completions": _Completions()})()
+
+    def with_options(self, **_: object) -> _Client:
+        return self
 
 
 async def test_a_raw_httpx_error_mid_body_is_an_interrupted_stream() -> None:

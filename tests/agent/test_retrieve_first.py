@@ -72,10 +72,11 @@ async def test_searches_once_then_answers_from_the_numbered_sources(
 
     [sent] = fake_openai.chat_requests
     assert "tools" not in sent.body
-    system = sent.messages[0]["content"]
-    assert "[1] Humanoid (https://x/j)\nThe humanoid has 28 joints." in system
-    assert "[2] Humanoid\nIt carries two cameras" in system
-    assert sent.messages[-1] == {"role": "user", "content": QUESTION}
+    system, user = sent.messages[0]["content"], sent.messages[-1]["content"]
+    assert "The humanoid has 28 joints." not in system, "passages are data, not instructions"
+    assert "[1] Humanoid (https://x/j)\nThe humanoid has 28 joints." in user
+    assert "[2] Humanoid\nIt carries two cameras" in user
+    assert user.endswith(f"</passages>\n\nQuestion: {QUESTION}")
 
     result = completed(events).result
     assert result.answer == "It has 28 joints [1]." == answer_text(events)
@@ -103,7 +104,7 @@ async def test_a_follow_up_is_searched_with_the_previous_question(
     assert search.arguments == {"query": f"{QUESTION}\nWhat about its sensors?", "top_k": 5}
     messages = fake_openai.chat_requests[0].messages
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[-1]["content"] == "What about its sensors?"
+    assert messages[-1]["content"].endswith("\n\nQuestion: What about its sensors?")
 
 
 async def test_nothing_found_is_no_answer_without_a_model_call(

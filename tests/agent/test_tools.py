@@ -52,7 +52,7 @@ def test_invalid_arguments(raw: str, error: str, recorded: dict[str, object] | N
 def test_results_are_numbered_for_the_model() -> None:
     link = chunk("l", "  Links are rigid.  ", title="URDF", heading="Links", url="https://u")
     text = format_sources([Source(ScoredChunk(link, 0.9), 4)])
-    assert text == "[4] URDF > Links (https://u)\nLinks are rigid."
+    assert text == "<passages>\n[4] URDF > Links (https://u)\nLinks are rigid.\n</passages>"
     assert "No passage" in format_sources([])
 
 

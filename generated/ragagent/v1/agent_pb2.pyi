@@ -209,6 +209,7 @@ class AgentResponse(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     ANSWER_MODE_FIELD_NUMBER: _builtins.int
     STRATEGY_FIELD_NUMBER: _builtins.int
+    GROUNDING_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -235,7 +236,9 @@ class AgentResponse(_message.Message):
     answer_mode: Global___AnswerMode.ValueType
     """How the answer text was produced."""
     strategy: _builtins.str
-    """The agent strategy that ran: "agentic", "retrieve_first" or "extractive"."""
+    """The agent strategy that ran: "agentic", "retrieve_first" or "extractive". An agentic
+    server whose model endpoint cannot call tools runs, and names, "retrieve_first".
+    """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
         """Sources of the answer: the cited ones first, in citation order, then the other retrieved
@@ -258,6 +261,12 @@ class AgentResponse(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the run started."""
 
+    @_builtins.property
+    def grounding(self) -> _types_pb2.Grounding:
+        """Whether the answer cites its sources and how well they support each sentence. Unset for
+        NO_ANSWER and for runs that ended without an answer.
+        """
+
     def __init__(
         self,
         *,
@@ -275,10 +284,11 @@ class AgentResponse(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         answer_mode: Global___AnswerMode.ValueType = ...,
         strategy: _builtins.str = ...,
+        grounding: _types_pb2.Grounding | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
