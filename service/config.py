@@ -56,6 +56,14 @@ class Settings(BaseSettings):
         ge=0,
         description="Seconds in-flight calls may take to finish after SIGTERM/SIGINT.",
     )
+    blocking_threads: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Threads of the one pool that runs blocking work off the event loop: "
+        "chunking, local embedding, the embedded Qdrant store. More lets a query's search "
+        "run beside an ingest's chunking; the embedded store runs one call at a time anyway.",
+    )
     max_message_bytes: int = Field(
         8 * 1024 * 1024,
         ge=64 * 1024,

