@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 
 from service.domain import Deadline
 from service.errors import ConfigurationError, DeadlineExceeded, Unavailable
+from service.openai_errors import endpoint_error
 from service.executor import INLINE, Blocking
 
 
@@ -201,10 +202,15 @@ class OpenAIEmbedder:
                 response = await self._client.embeddings.create(
                     model=self._model_name, input=batch, timeout=timeout
                 )
-            except openai.APITimeoutError:
-                raise DeadlineExceeded("the embeddings endpoint did not answer in time") from None
             except openai.APIError as exc:
-                raise EmbedderUnavailable(f"the embeddings endpoint failed: {exc}") from exc
+                # The chat model's mapper: the same HTTP answer means the same thing here.
+                raise endpoint_error(
+                    exc,
+                    deadline,
+                    unavailable=EmbedderUnavailable,
+                    what="the embeddings endpoint",
+                    key_setting="RAGAGENT_EMBEDDING_API_KEY",
+                ) from exc
             ordered = sorted(response.data, key=lambda item: item.index)
             vectors.extend(_normalise(item.embedding) for item in ordered)
         return vectors
