@@ -18,11 +18,10 @@ from ragagent.v1 import agent_pb2_grpc, corpus_pb2, corpus_pb2_grpc
 from service.agent import Agent
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
-from service.server import interceptor_chain
 from service.config import Settings
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
-from service.server import Runtime
+from service.server import Runtime, interceptor_chain
 from tests.helpers import local_embedder
 
 BASE_URL = "https://robots.example/"
