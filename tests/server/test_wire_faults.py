@@ -56,10 +56,11 @@ def _log_lines(server: ServerProcess) -> list[dict[str, object]]:
 
 
 def _send(channel: grpc.Channel, method: str, streaming: bool, payload: bytes) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as caught:
-        if streaming:
+    if streaming:
+        with pytest.raises(grpc.RpcError) as caught:
             channel.stream_unary(method)(iter([payload]), timeout=10)
-        else:
+    else:
+        with pytest.raises(grpc.RpcError) as caught:
             channel.unary_unary(method)(payload, timeout=10)
     return caught.value
 
