@@ -261,7 +261,8 @@ class AgentServer:
                 self.port = self._server.add_insecure_port(self._settings.address)
         except RuntimeError as exc:
             raise ConfigurationError(
-                f"cannot listen on RAGAGENT_ADDRESS={self._settings.address}: {exc}"
+                f"cannot listen on {self._settings.address} (--address or RAGAGENT_ADDRESS): "
+                f"{exc}; is another server using that port?"
             ) from None
         await self.security.start()
         await self._server.start()
