@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -70,17 +70,29 @@ def tool_call_values(
     }
 
 
-def tool_call_from_row(row: AnyRow, content: Content) -> ToolCallRecord:
-    name = f"tool.{row.position}"
+def tool_call_from_row(row: AnyRow) -> ToolCallRecord:
+    """The call as stored: sealed values stay sealed (see :func:`open_tool_call`)."""
     return ToolCallRecord(
         id=row.call_id,
         name=row.function_name,
-        arguments=content.open_json(row.arguments, row.turn_id, f"{name}.arguments"),
+        arguments=row.arguments,
         status=ToolCallStatus(row.status),
         started_at=row.started_at,
         duration_s=row.duration_s,
-        result=content.open_json(row.result, row.turn_id, f"{name}.result"),
-        error=content.open(row.error, row.turn_id, f"{name}.error"),
+        result=row.result,
+        error=row.error,
+    )
+
+
+def open_tool_call(
+    call: ToolCallRecord, *, position: int, turn_id: str, content: Content
+) -> ToolCallRecord:
+    name = f"tool.{position}"
+    return replace(
+        call,
+        arguments=content.open_json(call.arguments, turn_id, f"{name}.arguments"),
+        result=content.open_json(call.result, turn_id, f"{name}.result"),
+        error=content.open(call.error, turn_id, f"{name}.error"),
     )
 
 

@@ -5,6 +5,7 @@ is read inside a turn's begin (in the SQLite writer's thread), the rest through 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from service.domain import ConversationTurn
 from service.errors import ConfigurationError
 from service.sessions import schema as t
 from service.sessions.codec import (
+    open_tool_call,
     sources_from_json,
     timings_from_row,
     tool_call_from_row,
@@ -47,8 +49,9 @@ def session_row(connection: Connection, session_id: str) -> AnyRow | None:
     return result.one_or_none()
 
 
-def turn_records(connection: Connection, session_id: str, content: Content) -> list[TurnRecord]:
-    """Every turn of the session, oldest first, with its answer, sources and tool calls."""
+def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
+    """Every turn of the session, oldest first, with its answer, sources and tool calls,
+    their text as stored: :func:`open_record` opens what is sealed."""
     turn_rows = (
         connection.execute(
             select(t.turns).where(t.turns.c.session_id == session_id).order_by(t.turns.c.seq)
@@ -60,14 +63,14 @@ def turn_records(connection: Connection, session_id: str, content: Content) -> l
             t.messages.c.session_id == session_id, t.messages.c.role == "assistant"
         )
     ):
-        answers[row.turn_id] = content.open(row.content, row.turn_id, "answer")
+        answers[row.turn_id] = row.content
     calls: dict[str, list[Any]] = {}
     for row in connection.execute(
         select(t.tool_calls)
         .where(t.tool_calls.c.session_id == session_id)
         .order_by(t.tool_calls.c.turn_id, t.tool_calls.c.position)
     ):
-        calls.setdefault(row.turn_id, []).append(tool_call_from_row(row, content))
+        calls.setdefault(row.turn_id, []).append(tool_call_from_row(row))
     responses = {
         row.turn_id: row
         for row in connection.execute(
@@ -89,17 +92,33 @@ def turn_records(connection: Connection, session_id: str, content: Content) -> l
             TurnRecord(
                 turn_id=turn.id,
                 request_id=turn.request_id,
-                question=content.open(turn.question, turn.id, "question"),
+                question=turn.question,
                 status=RunStatus(turn.status),
                 created_at=turn.created_at,
                 completed_at=turn.completed_at,
                 answer=answers.get(turn.id, ""),
-                error=content.open(turn.error, turn.id, "error"),
+                error=turn.error,
                 tool_calls=calls.get(turn.id, []),
                 **extra,
             )
         )
     return records
+
+
+def open_record(turn: TurnRecord, content: Content) -> TurnRecord:
+    """The turn with its sealed text opened (plaintext rows pass as they are)."""
+    tid = turn.turn_id
+    return replace(
+        turn,
+        question=content.open(turn.question, tid, "question"),
+        answer=content.open(turn.answer, tid, "answer"),
+        error=content.open(turn.error, tid, "error"),
+        # Listed by position, and a turn's calls are written together, numbered from 0.
+        tool_calls=[
+            open_tool_call(call, position=i, turn_id=tid, content=content)
+            for i, call in enumerate(turn.tool_calls)
+        ],
+    )
 
 
 def history(

@@ -8,7 +8,7 @@ statuses, timings, token counts and sources stay readable: the store queries the
 
 A sealed value is text, so that it fits the same columns on SQLite and PostgreSQL::
 
-    enc:v1:<key id>:<base64url(nonce (12 bytes) || ciphertext || tag (16 bytes))>
+    enc:v1:<key id>:<base64(nonce (12 bytes) || ciphertext || tag (16 bytes))>
 
 The associated data names the key, the turn and the field (``question``, ``answer``,
 ``error``, ``tool.3.result``...), so a value copied to another row or column fails to open
@@ -84,7 +84,7 @@ class Cipher:
         sealed = self._aead[self.active].encrypt(
             nonce, text.encode(), _associated(self.active, context)
         )
-        return f"{PREFIX}{self.active}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
+        return f"{PREFIX}{self.active}:{base64.b64encode(nonce + sealed).decode()}"
 
     def open(self, value: str, context: str) -> str:
         kid, _, payload = value[len(PREFIX) :].partition(":")
@@ -96,7 +96,7 @@ class Cipher:
                 metadata={"cause": "unknown encryption key id", "key_id": kid[:64]},
             )
         try:
-            raw = base64.urlsafe_b64decode(payload)
+            raw = base64.b64decode(payload, validate=True)
             if len(raw) < _NONCE_BYTES + _TAG_BYTES:
                 raise ValueError("too short")  # noqa: TRY301 (one path for every defect)
             plain = aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated(kid, context))

@@ -276,3 +276,13 @@ async def test_database_errors_never_quote_the_text_they_were_writing(
     for secret in SECRETS:
         assert secret not in str(failure.value)
         assert secret not in repr(failure.value)
+
+
+async def test_a_long_sealed_session_opens_off_the_event_loop_alike(
+    open_store: OpenStore,
+) -> None:
+    store = await open_store(content=sealed(KEY_1))
+    sid = await converse(store, turns=20)  # beyond what is opened inline
+    turns = (await store.get_session(sid, "alice")).turns
+    assert [t.question for t in turns] == [f"{QUESTION} ({n})" for n in range(20)]
+    assert turns[-1].tool_calls[0].result == {"passages": ["zebra-quartz passage"]}
