@@ -8,15 +8,17 @@ import base64
 import dataclasses
 import sqlite3
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
+from service.config import Settings
 from service.domain import ConversationTurn, ToolCallRecord, ToolCallStatus
 from service.errors import ConfigurationError, DatabaseUnavailable
-from service.sessions import SessionStore, schema, writes
+from service.sessions import SessionStore, open_session_store, schema, writes
 from service.sessions.sealing import Cipher, Content, Undecryptable, new_key
 from tests.sessions.conftest import POSTGRES_DSN
 from tests.sessions.support import START, Database, OpenStore, result
@@ -286,3 +288,24 @@ async def test_a_long_sealed_session_opens_off_the_event_loop_alike(
     turns = (await store.get_session(sid, "alice")).turns
     assert [t.question for t in turns] == [f"{QUESTION} ({n})" for n in range(20)]
     assert turns[-1].tool_calls[0].result == {"passages": ["zebra-quartz passage"]}
+
+
+async def test_the_settings_reach_the_store(tmp_path: Path) -> None:
+    async def session_text(**settings: Any) -> str:
+        store = await open_session_store(Settings(data_dir=tmp_path, **settings))
+        try:
+            await converse(store)
+        finally:
+            await store.close()
+        database = Database("sqlite", f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}")
+        return await raw_dump(database)
+
+    assert "enc:v1:k1:" in await session_text(session_encryption_key=KEY_1)
+    with pytest.raises(ConfigurationError, match="entry 1") as failure:
+        await open_session_store(Settings(data_dir=tmp_path, session_encryption_key="k1"))
+    assert KEY_1 not in str(failure.value)
+    (tmp_path / "sessions.db").unlink()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"sessions.db{suffix}").unlink(missing_ok=True)
+    dump = await session_text(record_content=False)
+    assert all(secret not in dump for secret in SECRETS)
