@@ -51,6 +51,8 @@ class GeneratedAnswer:
 
     text: str
     no_answer: bool = False
+    # The call failed ("DEADLINE_EXCEEDED: ..."): scored as a failure, never skipped.
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class QuestionResult:
     keywords_ok: bool | None = None
     missing_keywords: tuple[str, ...] = ()
     no_answer: bool | None = None
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,8 @@ class EvaluationReport:
     no_answer_accuracy: float | None
     false_no_answer_rate: float | None
     results: tuple[QuestionResult, ...]
+    # Questions whose call failed; each is scored as a failure (no keywords, no NO_ANSWER).
+    failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +102,7 @@ class EvaluationReport:
             ("answer keywords", _fmt(self.keyword_accuracy)),
             ("NO_ANSWER when unanswerable", _fmt(self.no_answer_accuracy)),
             ("NO_ANSWER when answerable", _fmt(self.false_no_answer_rate)),
+            ("failed calls (scored as failures)", str(self.failed)),
         ]
         width = max(len(name) for name, _ in rows)
         lines = [f"{name:<{width}}  {value}" for name, value in rows]
@@ -115,7 +121,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _result_row(result: QuestionResult) -> tuple[str, ...]:
-    if result.no_answer is None:
+    if result.error:
+        answer = "FAILED " + result.error.split(":", 1)[0]
+    elif result.no_answer is None:
         answer = "-"
     elif not result.answerable:
         answer = "NO_ANSWER" if result.no_answer else "answered (wrong)"
@@ -226,6 +234,7 @@ def evaluate(
         ),
         false_no_answer_rate=_mean([bool(r.no_answer) for r in answered]),
         results=tuple(results),
+        failed=sum(1 for r in results if r.error),
     )
 
 
@@ -248,7 +257,7 @@ def _score(
     if answer is not None and question.answerable:
         text = answer.text.casefold()
         missing = tuple(w for w in question.answer_keywords if w.casefold() not in text)
-        keywords_ok = not answer.no_answer and not missing
+        keywords_ok = not answer.no_answer and not missing and not answer.error
     return QuestionResult(
         id=question.id,
         answerable=question.answerable,
@@ -258,6 +267,7 @@ def _score(
         keywords_ok=keywords_ok,
         missing_keywords=missing,
         no_answer=None if answer is None else answer.no_answer,
+        error="" if answer is None else answer.error,
     )
 
 
