@@ -49,6 +49,13 @@ async def ingest_remote(
         base_url=base_url, prune=prune
     )
     try:
+        # The server sends its headers (x-request-id) once it has admitted the call
+        # (authenticated, authorized, within limits), or ends it at once with a refusal and
+        # no headers. Waiting for them first matters: a message written while a refusal is
+        # arriving fails in grpc's core, and grpc.aio then reports "INTERNAL: Internal error
+        # from Core" instead of the server's UNAUTHENTICATED or PERMISSION_DENIED.
+        if not await call.initial_metadata():
+            return await call
         for document in documents:
             message = corpus_pb2.IngestDocumentsRequest(
                 options=options,

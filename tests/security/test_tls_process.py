@@ -23,6 +23,8 @@ import trustme
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
+from service.ingest.loader import SourceDocument
+from service.ingest.remote import ingest_remote
 from tests.security.support import CertFiles, bearer, client_cert, new_key, server_cert
 from tests.server.process_support import REPO, clean_env, free_port
 
@@ -159,6 +161,15 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
             stats = await stub.GetCorpusStats(
                 corpus_pb2.GetCorpusStatsRequest(), metadata=bearer(key)
             )
+            # A refused upload reports the refusal, not a write that lost the race with it.
+            refused = []
+            for _ in range(10):
+                try:
+                    await ingest_remote(
+                        channel, iter([SourceDocument(path="x.md", content=DOC)] * 3)
+                    )
+                except grpc.aio.AioRpcError as error:
+                    refused.append(error.code().name)
 
         grpcurl = str(REPO / ".venv" / "bin" / "grpcurl")
         tls = ["-cacert", str(ca_files["next"]), "-cert", str(ci.cert), "-key", str(ci.key)]
@@ -192,6 +203,20 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
             env=clean_env() | {"RAGAGENT_API_KEY": key},
         )
         ask_without_key = _run(*ragagent, "ask", "How?", *cli_tls, env=clean_env())
+        pages = tmp_path / "pages"
+        pages.mkdir()
+        (pages / "c.md").write_text("# Keys\n\nKeys rotate without a restart.\n")
+        ingest_cli = _run(
+            *ragagent,
+            "ingest",
+            str(pages),
+            "--json",
+            *cli_tls,
+            env=clean_env() | {"RAGAGENT_API_KEY": key},
+        )
+        ingest_as_reader = _run(
+            *ragagent, "ingest", str(pages), "--prune", *cli_tls, env=clean_env()
+        )
 
     log = log_path.read_text()
     assert new_ca_works == "SERVING", log
@@ -202,6 +227,7 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
     assert "TLS certificate not reloaded" in log
     assert ingested.documents_added == 2
     assert stats.document_count == 2
+    assert refused == ["PERMISSION_DENIED"] * 10
 
     assert listed.returncode == 0, listed.stderr
     assert "ragagent.v1.AgentService" in listed.stdout
@@ -217,6 +243,11 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
     assert ask_cli.returncode == 0, ask_cli.stderr
     assert ask_without_key.returncode == 1
     assert "PERMISSION_DENIED" in ask_without_key.stderr
+    assert ingest_cli.returncode == 0, ingest_cli.stderr
+    assert json.loads(ingest_cli.stdout)["added"] == 1
+    # The certificate alone (corpus:read) may not prune the corpus.
+    assert ingest_as_reader.returncode == 1
+    assert "PERMISSION_DENIED" in ingest_as_reader.stderr
 
     # The access log names the principal and the key's id, never the key.
     secret = key.rsplit("_", 1)[1]
