@@ -10,6 +10,7 @@ of grpc, httpx and openai go there) are searched for each secret.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,15 +31,34 @@ from tests.security.support import _agent, _corpus, _sessions, bearer, new_key
 QUESTION = "Which quokka-velvet routine keeps my passport 5521 safe?"
 SEARCH = "quokka-velvet passport routine"
 ANSWER = "The quokka-velvet routine seals passport 5521 in the vault [1]."
-DOCUMENT = "The quokka-velvet routine is described here. It seals things in a vault."
+# The corpus is not the caller's: no secret in it, so that a passage quoted is no false alarm.
+DOCUMENT = "The vault routine is described here. It seals documents in a vault."
 MODEL_KEY = "sk-model-key-do-not-log-8b1f"
 WRONG_TOKEN = "wrong-token-do-not-log-77aa"
 
 
+# SQLAlchemy at INFO is echo=True: statements, their parameters hidden by the store. Its
+# DEBUG (echo="debug") prints result rows, the stored text itself; nothing enables it.
+_LIBRARIES = {
+    "openai": logging.DEBUG,
+    "httpx": logging.DEBUG,
+    "httpcore": logging.DEBUG,
+    "grpc": logging.DEBUG,
+    "sqlalchemy": logging.INFO,
+}
+
+
 @pytest.fixture
 def debug_logging() -> Iterator[None]:
+    """The service at DEBUG, and the libraries' own debug logging switched on too (as
+    OPENAI_LOG=debug would for the model client): none of it may quote a secret."""
     configure_logging("DEBUG", "json")
+    levels = {name: logging.getLogger(name).level for name in _LIBRARIES}
+    for name, level in _LIBRARIES.items():
+        logging.getLogger(name).setLevel(level)
     yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
     structlog.reset_defaults()
 
 
@@ -89,7 +109,9 @@ async def _conversation(channel: grpc.aio.Channel, key: str) -> None:
     assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plaintext-store", "sealed-store"])
 async def test_no_log_line_carries_text_keys_or_tokens(
+    sealed: bool,
     tmp_path: Path,
     fake_llm: FakeOpenAI,
     debug_logging: None,
@@ -121,7 +143,7 @@ async def test_no_log_line_carries_text_keys_or_tokens(
             # Whatever the tiny corpus scores, the scripted answer is the one given.
             confidence_threshold=0.0,
             unknown_term_penalty=1.0,
-            session_encryption_key=f"k1:{session_key}",
+            session_encryption_key=f"k1:{session_key}" if sealed else None,
             log_level="DEBUG",
         ) as server:
             await _conversation(server.channel, api_key)
@@ -129,6 +151,8 @@ async def test_no_log_line_carries_text_keys_or_tokens(
     structured = json.dumps(events, default=str)
     written = capsys.readouterr().err
     assert '"rpc"' in structured  # the access log was captured
+    assert "HTTP Request" in written  # and so were the libraries' records
+    assert "INSERT INTO turns" in written
     secrets = {
         "question": QUESTION,
         "answer": ANSWER,
@@ -138,7 +162,6 @@ async def test_no_log_line_carries_text_keys_or_tokens(
         "wrong token": WRONG_TOKEN,
         "session key": session_key,
         "distinctive word": "quokka-velvet",
-        "number from the question": "5521",
     }
     leaks = {
         f"{name} in {where}"
@@ -151,5 +174,5 @@ async def test_no_log_line_carries_text_keys_or_tokens(
 
 def _context(leaks: set[str], events: list[dict[str, Any]], written: str) -> str:
     lines = [json.dumps(e, default=str) for e in events] + written.splitlines()
-    hits = [line for line in lines if "quokka" in line or "5521" in line or "key" in line]
+    hits = [line for line in lines if "quokka-velvet" in line]
     return f"{sorted(leaks)}\n" + "\n".join(hits[:20])

@@ -25,7 +25,7 @@ from tests.sessions.support import START, Database, OpenStore, result
 
 QUESTION = "What does the zebra-quartz protocol say about my tax id 4411?"
 ANSWER = "The zebra-quartz protocol keeps tax id 4411 private [1]."
-SECRETS = ("zebra-quartz", "4411")
+SECRETS = ("zebra-quartz", "tax id")  # not base64: ciphertext cannot contain them by chance
 KEY_1, KEY_2 = f"k1:{new_key()}", f"k2:{new_key()}"
 
 
