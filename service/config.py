@@ -78,6 +78,28 @@ class Settings(BaseSettings):
     keepalive_timeout: float = Field(
         20.0, gt=0, description="Seconds to wait for a keepalive ping's acknowledgement."
     )
+    max_connection_age: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds after which the server asks a client connection to go away "
+        "(GOAWAY), so that long-lived clients reconnect and spread over new replicas; "
+        "0 = never.",
+    )
+    max_connection_age_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds the calls open on a connection past its maximum age may take "
+        "before it is closed.",
+    )
+    metrics_address: str = Field(
+        "",
+        description="host:port of the Prometheus endpoint (GET /metrics); empty = not served.",
+    )
+    trace_content: bool = Field(
+        False,
+        description="Put question, search and tool-argument text on trace spans (off: spans "
+        "carry names, sizes, timings and token counts only).",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Lowest log level written."
     )

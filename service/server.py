@@ -43,6 +43,7 @@ from service.errors import ConfigurationError
 from service.executor import INLINE, Blocking, BlockingExecutor
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
+from service.observability.wiring import Observability
 from service.retrieval.base import Embedder
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.lexical import TermCheck
@@ -151,6 +152,7 @@ class Runtime:
         sessions: SessionStore | None = None,
         stack: AsyncExitStack | None = None,
         executor: BlockingExecutor | None = None,
+        observability: Observability | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
@@ -161,9 +163,18 @@ class Runtime:
         # A runtime assembled by hand (tests) gets an executor of its own and closes it.
         self._owns_executor = executor is None
         self.executor = executor or BlockingExecutor(settings.blocking_threads)
+        self.observability = observability or Observability.from_settings(settings)
 
     @classmethod
-    async def open(cls, settings: Settings, *, embedder: Embedder | None = None) -> Runtime:
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        observability: Observability | None = None,
+    ) -> Runtime:
+        # Metrics and tracing wrap the embedder, retriever and model built here.
+        observe = observability or Observability.from_settings(settings)
         async with AsyncExitStack() as stack:
             # Made first, so closed last: everything after it may block on it until closed.
             executor = BlockingExecutor(settings.blocking_threads)
@@ -173,13 +184,16 @@ class Runtime:
             elif isinstance(embedder, FastEmbedEmbedder):
                 # A model loaded once for many runtimes (tests) infers on this one's executor.
                 embedder = embedder.using(executor)
+            embedder = observe.embedder(embedder)
             store = await open_store(settings, embedder, executor, stack)
             model = None
             if settings.effective_strategy != "extractive":
-                llm = build_openai_client(settings)
+                llm = build_openai_client(settings, http_client=observe.model_http_client())
                 stack.push_async_callback(llm.close)
-                model = OpenAIChatModel.from_settings(llm, settings)
-            agent = Agent(settings, retriever=store, model=model, embedder=embedder)
+                model = observe.model(OpenAIChatModel.from_settings(llm, settings))
+            agent = Agent(
+                settings, retriever=observe.retriever(store), model=model, embedder=embedder
+            )
             sessions = await open_session_store(settings)
             stack.push_async_callback(sessions.close)
             purger = SessionPurger(sessions, interval_s=settings.session_purge_interval)
@@ -200,6 +214,7 @@ class Runtime:
                 sessions=sessions,
                 stack=stack.pop_all(),
                 executor=executor,
+                observability=observe,
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -220,22 +235,26 @@ class AgentServer:
         self._runtime = runtime
         self.health = HealthServicer()
         self.security = Security.from_settings(settings)
+        self.observability = observe = runtime.observability
         self._server = grpc.aio.server(
-            interceptors=[interceptor_chain(self.security)],
+            interceptors=[interceptor_chain(self.security, observe)],
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
             AgentServicer(
-                runtime.store,
+                observe.retriever(runtime.store),
                 runtime.embedder,
                 default_threshold=settings.confidence_threshold,
                 agent=runtime.agent,
-                turns=runtime.sessions,
+                turns=observe.turns(runtime.sessions) if runtime.sessions else None,
+                listeners=observe.run_listeners(),
             ),
             self._server,
         )
         # One servicer per server: it serialises ingests with a lock of its own.
-        ingestor = Ingestor(runtime.embedder, runtime.store, executor=runtime.executor)
+        ingestor = Ingestor(
+            runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
+        )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
             CorpusServicer(ingestor, runtime.store), self._server
         )
@@ -265,6 +284,7 @@ class AgentServer:
                 f"{exc}; is another server using that port?"
             ) from None
         await self.security.start()
+        self.observability.start()
         await self._server.start()
         for name in ("", *self._services):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -289,22 +309,30 @@ class AgentServer:
         log.info("shutting down", grace_period_s=grace)
         await self._server.stop(grace)
         await self.security.stop()
+        await self.observability.stop()
 
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()
 
 
-def interceptor_chain(security: Security | None = None) -> Chain:
+def interceptor_chain(
+    security: Security | None = None, observability: Observability | None = None
+) -> Chain:
     """Every call's steps, outermost first: request ids bind before anything logs, the
-    access log sees every outcome (and the principal), authentication names the caller,
-    authorization checks its roles, rate limits count per principal, validation runs just
-    before the servicer. Without ``security``, no authentication (every caller trusted)."""
+    trace continues the caller's (so every later line carries its id), the access log sees
+    every outcome (and the principal), metrics count every call (refused ones too),
+    authentication names the caller, authorization checks its roles, rate limits count per
+    principal, validation runs just before the servicer. Without ``security``, no
+    authentication (every caller trusted); without ``observability``, no metrics or spans."""
     authentication = security.authentication if security else Authentication()
     limits = security.limits if security else RateLimits()
+    tracing, metrics = observability.rpc_layers() if observability else (None, None)
     return Chain(
         [
             RequestIds(),
+            *([tracing] if tracing else []),
             AccessLog(),
+            *([metrics] if metrics else []),
             Authenticate(authentication),
             Authorize(),
             Limit(limits),
@@ -350,6 +378,18 @@ def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
         # grpc sets SO_REUSEPORT by default: a second server on a busy port would then start
         # "serving" and the kernel would split the traffic between the two.
         ("grpc.so_reuseport", 0),
+        *_connection_age(settings),
+    ]
+
+
+def _connection_age(settings: Settings) -> list[tuple[str, Any]]:
+    """GOAWAY after RAGAGENT_MAX_CONNECTION_AGE: a client behind a layer-4 balancer
+    reconnects, and its new connection may land on a replica added since."""
+    if settings.max_connection_age <= 0:
+        return []
+    return [
+        ("grpc.max_connection_age_ms", int(settings.max_connection_age * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(settings.max_connection_age_grace * 1000)),
     ]
 
 

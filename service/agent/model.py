@@ -107,8 +107,11 @@ class ChatModel(Protocol):
     ) -> Completion: ...
 
 
-def build_openai_client(settings: Settings) -> openai.AsyncOpenAI:
-    """The AsyncOpenAI client for the configured endpoint (called by the server wiring)."""
+def build_openai_client(
+    settings: Settings, *, http_client: openai.DefaultAsyncHttpxClient | None = None
+) -> openai.AsyncOpenAI:
+    """The AsyncOpenAI client for the configured endpoint (called by the server wiring);
+    ``http_client`` lets the wiring hook the HTTP requests (trace context, attempt count)."""
     if settings.llm_api_key is not None:
         key = settings.llm_api_key.get_secret_value()
     elif settings.llm_base_url is not None:
@@ -123,6 +126,7 @@ def build_openai_client(settings: Settings) -> openai.AsyncOpenAI:
         base_url=settings.llm_base_url,
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
+        http_client=http_client,
     )
 
 

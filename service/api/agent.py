@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, Protocol
 
 import grpc
@@ -44,6 +44,7 @@ from service.api.identity import caller_identity
 from service.api.interceptors import current_request_id
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
 from service.errors import DeadlineExceeded, RagAgentError
+from service.observability.runs import RunListener, Subscribers
 from service.retrieval.base import Embedder, Retriever
 
 DEFAULT_MAX_RESULTS = 5
@@ -87,12 +88,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         default_threshold: float,
         agent: Agent | None = None,
         turns: Turns | None = None,
+        listeners: Sequence[RunListener] = (),
     ) -> None:
         self._retriever = retriever
         self._embedder = embedder
         self._default_threshold = default_threshold
         self._agent = agent
         self._turns = turns
+        # Metrics, tool spans and the run log: each sees every event of every run once.
+        self._listeners = tuple(listeners)
 
     async def Retrieve(
         self,
@@ -182,13 +186,19 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             session_id=session_id,
         )
         finished = False
+        subscribers = Subscribers(self._listeners, self._agent.strategy)
         try:
             async for event in self._agent.run(agent_request):
+                subscribers.event(event)
+                if isinstance(event, Completed):
+                    # Now, not when the generator closes: Ask stops reading at Completed.
+                    subscribers.ended(None)
                 if isinstance(event, Completed) and turn is not None:
                     await self._turns.complete_turn(turn.turn_id, event.result)  # type: ignore[union-attr]
                     finished = True
                 yield event
         except BaseException as error:
+            subscribers.ended(error)
             if turn is not None and not finished:
                 await self._turns.abort_turn(  # type: ignore[union-attr]
                     turn.turn_id, _abort_status(error), _describe(error)

@@ -1,7 +1,12 @@
 """structlog set-up: JSON lines when not on a TTY, readable console output on one.
 
-Every line carries the request id bound in contextvars by the server interceptor. By the
-privacy rule, question and answer text is never logged at INFO or above.
+Every line carries the request id bound in contextvars by the server interceptor, and the
+trace and span ids when it is written inside a traced call. By the privacy rule, question
+and answer text is never logged at INFO or above.
+
+The libraries' own records (grpc, SQLAlchemy, qdrant, openai, and Python warnings) come
+through at WARNING and above, so that what goes wrong underneath is seen; the openai SDK
+says that it retries a request only at INFO, so that one line is raised to WARNING.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import sys
 from typing import Literal
 
 import structlog
+
+from service.observability.tracing import add_trace_ids
 
 
 class _Stderr:
@@ -30,6 +37,7 @@ def configure_logging(
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -55,7 +63,26 @@ def configure_logging(
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if level == "DEBUG" else logging.ERROR)
+    # Never below WARNING: the libraries' DEBUG and INFO records (httpx's one line per
+    # request, for one) would drown the service's own.
+    root.setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    logging.captureWarnings(True)  # SQLAlchemy's and others' warnings.warn() calls
+    retries = logging.getLogger("openai._base_client")
+    retries.setLevel(logging.INFO)
+    if not any(isinstance(f, _RetriesAsWarnings) for f in retries.filters):
+        retries.addFilter(_RetriesAsWarnings())
+
+
+class _RetriesAsWarnings(logging.Filter):
+    """Lets the openai SDK's "Retrying request" lines through as WARNING, no other INFO."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        if record.levelno == logging.INFO and str(record.msg).startswith("Retrying request"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            return True
+        return False
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

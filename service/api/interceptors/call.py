@@ -56,15 +56,31 @@ class Call:
     principal: Principal | None = None
     # Whose concurrent-stream slot the call holds, for the limits layer to give back.
     stream_slot: str | None = None
+    # unary, server_stream, client_stream or bidi_stream (go-grpc-prometheus' grpc_type).
+    shape: str = "unary"
+    # Response messages handed to grpc so far (counted by the chain).
+    sent: int = 0
+    # Trailing metadata that layers add at the start (the trace id); sent with the status.
+    trailing: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def starting(
-        cls, method: str, context: grpc.aio.ServicerContext[Any, Any], *, streaming: bool = False
+        cls,
+        method: str,
+        context: grpc.aio.ServicerContext[Any, Any],
+        *,
+        streaming: bool = False,
+        shape: str = "unary",
     ) -> Call:
         metadata = tuple((key, _text(value)) for key, value in context.invocation_metadata() or ())
         auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
         call = cls(
-            method=method, peer=context.peer(), metadata=metadata, auth=auth, streaming=streaming
+            method=method,
+            peer=context.peer(),
+            metadata=metadata,
+            auth=auth,
+            streaming=streaming,
+            shape=shape,
         )
         call.request_id = call.header(REQUEST_ID_HEADER) or str(uuid.uuid4())
         return call

@@ -94,13 +94,15 @@ class _Steps:
             await context.abort(
                 status.code,
                 status.details,
-                (*status.trailing_metadata, (REQUEST_ID_HEADER, call.request_id)),
+                (*status.trailing_metadata, (REQUEST_ID_HEADER, call.request_id), *call.trailing),
             )
         except BaseException:  # cancelled, or the stream was closed: never swallowed
             self._end(call, grpc.StatusCode.CANCELLED)
             raise
         else:
-            context.set_trailing_metadata(((REQUEST_ID_HEADER, call.request_id),))
+            if call.shape in ("unary", "client_stream"):
+                call.sent = 1  # the one response (streams count theirs as they go)
+            context.set_trailing_metadata(((REQUEST_ID_HEADER, call.request_id), *call.trailing))
             self._end(call, grpc.StatusCode.OK)
 
     def _end(self, call: Call, code: grpc.StatusCode) -> None:
@@ -132,7 +134,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         if not inspect.isasyncgenfunction(streaming):  # writes with context.write()
 
             async def unary_writer(raw: bytes, context: Context) -> None:
-                call = Call.starting(method, context, streaming=True)
+                call = Call.starting(method, context, streaming=True, shape="server_stream")
                 async with steps.outcome(call, context):
                     request = steps.decode(call, raw, None)
                     await _send_request_id(call, context)
@@ -141,11 +143,12 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
             return grpc.unary_stream_rpc_method_handler(unary_writer, **common)
 
         async def unary_stream(raw: bytes, context: Context) -> AsyncIterator[Any]:
-            call = Call.starting(method, context, streaming=True)
+            call = Call.starting(method, context, streaming=True, shape="server_stream")
             async with steps.outcome(call, context):
                 request = steps.decode(call, raw, None)
                 await _send_request_id(call, context)
                 async for response in streaming(request, context):
+                    call.sent += 1
                     yield response
 
         return grpc.unary_stream_rpc_method_handler(unary_stream, **common)
@@ -153,7 +156,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         collecting = cast(Callable[[Any, Context], Awaitable[Any]], handler.stream_unary)
 
         async def stream_unary(raw: AsyncIterable[bytes], context: Context) -> Any:
-            call = Call.starting(method, context, streaming=True)
+            call = Call.starting(method, context, streaming=True, shape="client_stream")
             async with steps.outcome(call, context):
                 await _send_request_id(call, context)
                 return await collecting(steps.stream(call, raw), context)
@@ -164,7 +167,7 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
         if not inspect.isasyncgenfunction(both):  # writes with context.write()
 
             async def stream_writer(raw: AsyncIterable[bytes], context: Context) -> None:
-                call = Call.starting(method, context, streaming=True)
+                call = Call.starting(method, context, streaming=True, shape="bidi_stream")
                 async with steps.outcome(call, context):
                     await _send_request_id(call, context)
                     await both(steps.stream(call, raw), context)
@@ -172,10 +175,11 @@ def _wrap(steps: _Steps, handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
             return grpc.stream_stream_rpc_method_handler(stream_writer, **common)
 
         async def stream_stream(raw: AsyncIterable[bytes], context: Context) -> AsyncIterator[Any]:
-            call = Call.starting(method, context, streaming=True)
+            call = Call.starting(method, context, streaming=True, shape="bidi_stream")
             async with steps.outcome(call, context):
                 await _send_request_id(call, context)
                 async for response in both(steps.stream(call, raw), context):
+                    call.sent += 1
                     yield response
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, **common)
