@@ -18,8 +18,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from structlog.testing import capture_logs
 
+from service.observability.logging import configure_logging
 from service.security.tokens import JwtConfig, JwtVerifier, TokenRejected
 from tests.helpers import running_server
 from tests.security.support import EVERY_RPC, Issuer, bearer, outcome
@@ -28,7 +28,9 @@ ISSUER = "https://issuer.test"
 INVALID = "UNAUTHENTICATED/CREDENTIALS_INVALID"
 
 
-async def test_tokens_from_the_issuer_pass_and_every_forgery_fails(tmp_path: Path) -> None:
+async def test_tokens_from_the_issuer_pass_and_every_forgery_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     jwks = tmp_path / "jwks.json"
     issuer = Issuer(jwks)
     now = int(time.time())
@@ -67,18 +69,20 @@ async def test_tokens_from_the_issuer_pass_and_every_forgery_fails(tmp_path: Pat
     tokens["hmac with the public key"] = _hmac_token(public_pem, issuer.kid, now)
     _, ask = EVERY_RPC["Ask"]
     _, stats = EVERY_RPC["GetCorpusStats"]
-    with capture_logs() as logs:
-        async with running_server(
-            tmp_path / "data", jwt_jwks_file=jwks, jwt_issuer=ISSUER, jwt_audience="ragagent"
-        ) as srv:
-            got = {
-                name: (
-                    await outcome(ask, srv.channel, bearer(token)),
-                    await outcome(stats, srv.channel, bearer(token)),
-                )
-                for name, token in tokens.items()
-            }
-    logged = repr(logs)
+    # Every log line, as production writes them (to stderr), to look for the tokens in.
+    configure_logging("DEBUG", "json")
+    capsys.readouterr()
+    async with running_server(
+        tmp_path / "data", jwt_jwks_file=jwks, jwt_issuer=ISSUER, jwt_audience="ragagent"
+    ) as srv:
+        got = {
+            name: (
+                await outcome(ask, srv.channel, bearer(token)),
+                await outcome(stats, srv.channel, bearer(token)),
+            )
+            for name, token in tokens.items()
+        }
+    logged = capsys.readouterr().err
     # Neither a token nor its signature (the part that makes it a credential) is logged.
     leaked = [
         name
@@ -86,7 +90,7 @@ async def test_tokens_from_the_issuer_pass_and_every_forgery_fails(tmp_path: Pat
         if token in logged or (token.rsplit(".", 1)[-1] or token) in logged
     ]
     assert leaked == []
-    assert "'principal': 'alice'" in logged  # the access log names the caller instead
+    assert '"principal": "alice"' in logged  # the access log names the caller instead
     assert got.pop("good") == ("OK", "PERMISSION_DENIED/PERMISSION_DENIED")
     assert got.pop("roles as a string") == ("OK", "OK")
     assert got.pop("expired within the leeway") == ("OK", "PERMISSION_DENIED/PERMISSION_DENIED")
