@@ -85,6 +85,8 @@ async def test_500_concurrent_turns_twice_over_are_all_recorded(store: SessionSt
 class BusyAgent:
     """A fast model's run: a few deltas, some CPU on the loop, the answer."""
 
+    strategy = "agentic"  # the servicer labels its run metrics with it
+
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         yield RunStarted(request.request_id, request.session_id, datetime.now(UTC))
         await asyncio.sleep(random.uniform(0, 0.02))
