@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from service.security.principal import Principal
+from service.security.principal import Principal, Role
 
 USER_ID_HEADER = "x-user-id"
 ANONYMOUS = ""
@@ -31,3 +31,12 @@ def caller_identity() -> str:
     """The owner id of the caller's sessions; empty for an anonymous caller."""
     principal = _caller.get()
     return principal.name if principal is not None else ANONYMOUS
+
+
+def sessions_visible() -> str | None:
+    """Whose sessions the caller may read and delete by id: its own, or (None) anyone's for
+    an admin. Listing and asking stay the caller's own either way."""
+    principal = _caller.get()
+    if principal is not None and principal.allows(Role.ADMIN):
+        return None
+    return caller_identity()

@@ -18,7 +18,7 @@ from service.api.convert import (
     tool_call_to_proto,
     usage_to_proto,
 )
-from service.api.identity import caller_identity
+from service.api.identity import caller_identity, sessions_visible
 from service.sessions.records import RunStatus, SessionRecord, SessionStatus, TurnRecord
 from service.sessions.store import SessionStore
 
@@ -80,7 +80,7 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         request: session_pb2.GetSessionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.GetSessionResponse:
-        record = await self._store.get_session(request.session_id, caller_identity())
+        record = await self._store.get_session(request.session_id, sessions_visible())
         return session_pb2.GetSessionResponse(session=session_to_proto(record))
 
     async def ListSessions(
@@ -102,5 +102,5 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         request: session_pb2.DeleteSessionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.DeleteSessionResponse:
-        await self._store.delete_session(request.session_id, caller_identity())
+        await self._store.delete_session(request.session_id, sessions_visible())
         return session_pb2.DeleteSessionResponse()

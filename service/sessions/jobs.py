@@ -148,11 +148,11 @@ class DeleteSession:
     """Removes the owner's session and everything of it; SessionNotFound otherwise."""
 
     session_id: str
-    owner: str
+    owner: str | None  # None: whoever owns it (admin)
 
     def __call__(self, connection: Connection) -> None:
         row = writes.session_row(connection, self.session_id)
-        if row is None or row.owner != self.owner:
+        if row is None or (self.owner is not None and row.owner != self.owner):
             raise writes.not_found(self.session_id)
         writes.delete_sessions(connection, [self.session_id])
 

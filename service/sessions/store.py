@@ -257,12 +257,13 @@ class SessionStore:
 
     # --- reading and deleting ------------------------------------------------------
 
-    async def get_session(self, session_id: str, owner: str) -> SessionRecord:
-        """The owner's session with all its turns (an expired one too, until purged)."""
+    async def get_session(self, session_id: str, owner: str | None) -> SessionRecord:
+        """The owner's session with all its turns (an expired one too, until purged);
+        ``owner`` None: whoever owns it (an admin's read)."""
 
         def read(connection: Connection) -> tuple[AnyRow | None, list[TurnRecord]]:
             row = reads.session_row(connection, session_id)
-            if row is None or row.owner != owner:
+            if row is None or (owner is not None and row.owner != owner):
                 return None, []
             return row, reads.turn_records(connection, session_id)
 
@@ -286,8 +287,9 @@ class SessionStore:
         more = len(rows) > size
         return page, encode_page_token(page[-1].created_at, page[-1].session_id) if more else ""
 
-    async def delete_session(self, session_id: str, owner: str) -> None:
-        """Removes the owner's session with its turns, messages, tool calls and responses."""
+    async def delete_session(self, session_id: str, owner: str | None) -> None:
+        """Removes the owner's session with its turns, messages, tool calls and responses;
+        ``owner`` None: whoever owns it (an admin's delete)."""
         await self._writes.run(jobs.DeleteSession(session_id, owner))
 
     async def purge_expired(self) -> int:

@@ -233,3 +233,31 @@ async def test_health_and_reflection_can_be_closed_too(tmp_path: Path) -> None:
         with_key = await outcome(health, srv.channel, bearer(key))
     assert anonymous == "UNAUTHENTICATED/UNAUTHENTICATED"
     assert with_key == "OK"  # any authenticated principal, whatever its roles
+
+
+async def test_an_admin_reads_and_deletes_any_session_by_id(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.jsonl"
+    _, alice = new_key(keys, "alice", "ask")
+    _, ops = new_key(keys, "ops", "admin")
+    async with running_server(tmp_path / "data", api_keys_file=keys) as srv:
+        agent = agent_pb2_grpc.AgentServiceStub(srv.channel)
+        sessions = session_pb2_grpc.SessionServiceStub(srv.channel)
+        asked = await agent.Ask(
+            agent_pb2.QuestionRequest(query="What is ragagent?"), metadata=bearer(alice)
+        )
+        by_id = session_pb2.GetSessionRequest(session_id=asked.session_id)
+        read = await sessions.GetSession(by_id, metadata=bearer(ops))
+        listed = await sessions.ListSessions(
+            session_pb2.ListSessionsRequest(), metadata=bearer(ops)
+        )
+        await sessions.DeleteSession(
+            session_pb2.DeleteSessionRequest(session_id=asked.session_id), metadata=bearer(ops)
+        )
+        gone = await outcome(
+            lambda c, md: session_pb2_grpc.SessionServiceStub(c).GetSession(by_id, metadata=md),
+            srv.channel,
+            bearer(alice),
+        )
+    assert read.session.turn_count == 1
+    assert list(listed.sessions) == []  # a listing is the caller's own, admin or not
+    assert gone == "NOT_FOUND/SESSION_NOT_FOUND"
