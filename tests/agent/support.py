@@ -101,6 +101,8 @@ def settings(**overrides: object) -> Settings:
         "llm_model": "test-model",
         "llm_max_retries": 0,
         "llm_stream_idle_timeout": 5.0,
+        # Known, so that scripts hold no probe; test_model_capabilities covers the learning.
+        "llm_tool_calling": "streamed",
         "heartbeat_interval": 30.0,
         "confidence_threshold": 0.3,
     }

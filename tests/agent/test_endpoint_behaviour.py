@@ -138,11 +138,11 @@ async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_d
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("urdf links", (LINK, 0.8))
     fake_openai.script_chat(
-        ChatReply.empty_body(),  # stream + tool_choice "auto"
+        ChatReply.empty_body(),  # the probe: stream + tool_choice "auto"
         ChatReply.calls(ToolCallScript("qdrant_retrieval", '{"query": "urdf links"}', id="c1")),
         ChatReply.text("A link is a rigid body [1]."),
     )
-    agent = build_agent(retriever)
+    agent = build_agent(retriever, llm_tool_calling="auto")
 
     result = completed(await collect(agent.run(request(QUESTION)))).result
 

@@ -67,6 +67,7 @@ def assert_no_document_text_in_system(model: FakeChatModel) -> None:
 
 async def test_streamed_tool_calls_are_used_where_they_work() -> None:
     model = FakeChatModel(
+        Scripted(text="OK"),  # the probe
         Scripted(calls=[search_call("first humanoid")]),
         Scripted(text="WABOT-1, built at Waseda University in 1973 [1]."),
     )
@@ -75,8 +76,11 @@ async def test_streamed_tool_calls_are_used_where_they_work() -> None:
     result = await answer(agent)
 
     assert model.capabilities.tool_calling == "streamed"
-    assert [c.kind for c in model.calls] == ["stream", "stream"]
-    assert model.calls[0].tool_choice == "auto"
+    assert [c.kind for c in model.calls] == ["stream", "stream", "stream"]
+    probe = model.calls[0]
+    assert probe.max_tokens == 8
+    assert QUESTION not in str(probe.messages), "the probe is not the question"
+    assert model.calls[1].tool_choice == "auto"
     service, by_model = result.tool_calls  # type: ignore[attr-defined]
     assert SERVER_CALL_ID.match(service.id)
     assert service.origin == "service"
@@ -89,7 +93,7 @@ async def test_streamed_tool_calls_are_used_where_they_work() -> None:
 async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streaming() -> None:
     # llama-cpp-python: HTTP 200 and an empty body for stream + tool_choice "auto".
     model = FakeChatModel(
-        Scripted(empty_when_streamed=True),
+        Scripted(empty_when_streamed=True),  # the probe
         Scripted(calls=[search_call("first humanoid")]),
         Scripted(text="WABOT-1 [1]."),
         # The next run knows already: no streamed attempt.
@@ -146,13 +150,15 @@ async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback() -> None:
 
 @pytest.mark.parametrize("strategy", ["agentic", "retrieve_first"])
 async def test_no_document_text_reaches_the_system_role(strategy: StrategyName) -> None:
-    model = FakeChatModel(Scripted(text="WABOT-1 [1]."))
+    model = FakeChatModel(
+        Scripted(text="WABOT-1 [1]."), tool_calling="streamed" if strategy == "agentic" else None
+    )
     agent, _ = agent_with(model, strategy)
 
     await answer(agent)
 
     assert_no_document_text_in_system(model)
-    user = model.calls[0].messages[-1]
+    user = model.calls[-1].messages[-1]
     assert user["role"] == "user"
     assert EVIL.text in user["content"]
     assert user["content"].startswith("<passages>")
