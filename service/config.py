@@ -298,7 +298,7 @@ class Settings(BaseSettings):
         description="The model's context window in tokens; the prompt (instructions, passages, "
         "history, question) and LLM_MAX_TOKENS are fitted into it. Unset: read from the "
         "endpoint (/v1/models max_model_len, llama.cpp /props), else known OpenAI models, "
-        "else 8192.",
+        "else 4096.",
     )
     llm_tool_calling: Literal["auto", "streamed", "non_streamed", "none"] = Field(
         "auto",

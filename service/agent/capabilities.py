@@ -22,7 +22,10 @@ log = get_logger("ragagent.agent")
 
 ToolCalling = Literal["streamed", "non_streamed", "none"]
 
-DEFAULT_CONTEXT_TOKENS = 8192
+# A window no endpoint told: small on purpose. Trimming more than needed costs some context;
+# overflowing costs the answer (llama.cpp sends an empty body), and local servers often run
+# with 2,048-4,096 tokens.
+DEFAULT_CONTEXT_TOKENS = 4096
 _PROBE_TIMEOUT_S = 5.0
 # Windows of OpenAI's models, longest prefix first; they are not published by the API.
 _OPENAI_WINDOWS = (
@@ -102,14 +105,22 @@ def count_messages(count: Callable[[str], int], messages: Iterable[dict[str, Any
     return total
 
 
-async def probe_context_tokens(base_url: str | None, model: str, api_key: str) -> int | None:
+async def probe_context_tokens(
+    base_url: str | None,
+    model: str,
+    api_key: str,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> int | None:
     """The window the endpoint reports for ``model``: vLLM's ``/v1/models`` max_model_len
     (and the context_length some other servers put there), else llama.cpp's ``/props``."""
     if base_url is None:
         return None
     root = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"}
-    async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT_S, headers=headers) as client:
+    async with httpx.AsyncClient(
+        timeout=_PROBE_TIMEOUT_S, headers=headers, transport=transport
+    ) as client:
         window = await _from_models(client, f"{root}/models", model)
         if window is None:
             server_root = root.removesuffix("/v1")
