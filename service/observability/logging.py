@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Literal
 
 import structlog
-
-from service.observability.tracing import add_trace_ids
 
 
 class _Stderr:
@@ -28,6 +27,18 @@ class _Stderr:
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+    """The current trace and span ids on every line written inside a span. OpenTelemetry is
+    looked up, not imported: commands that never trace do not pay for importing it."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is not None:
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            event.setdefault("trace_id", format(ctx.trace_id, "032x"))
+            event.setdefault("span_id", format(ctx.span_id, "016x"))
+    return event
 
 
 def configure_logging(

@@ -15,10 +15,9 @@ request carry.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
-import httpx2
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +26,9 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+
+if TYPE_CHECKING:
+    import httpx2
 
 DEFAULT_SERVICE_NAME = "ragagent"
 TRACE_ID_HEADER = "x-trace-id"
@@ -89,15 +91,6 @@ def trace_id_of(span: trace.Span) -> str:
     """The span's trace id as 32 hex digits, empty for a span that is not recorded."""
     ctx = span.get_span_context()
     return format(ctx.trace_id, "032x") if ctx.is_valid else ""
-
-
-def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
-    """structlog processor: the current trace and span ids on every line written in a span."""
-    ctx = trace.get_current_span().get_span_context()
-    if ctx.is_valid:
-        event.setdefault("trace_id", format(ctx.trace_id, "032x"))
-        event.setdefault("span_id", format(ctx.span_id, "016x"))
-    return event
 
 
 async def inject_traceparent(request: httpx2.Request) -> None:

@@ -39,7 +39,8 @@ ANSWER = "A URDF file lists the links and joints of a robot [1]."
 
 
 def agentic_script() -> tuple[ChatReply, ChatReply]:
-    """Two model turns around one tool call."""
+    """Two model turns around one tool call (with RAGAGENT_LLM_TOOL_CALLING=streamed, so that
+    no probe turn comes first)."""
     return (
         ChatReply.calls(
             ToolCallScript("qdrant_retrieval", json.dumps({"query": "URDF links", "top_k": 3}))

@@ -35,7 +35,9 @@ async def test_an_agentic_run_moves_every_counter_it_touches(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script_chat(*agentic_script())
-    async with observed_server(tmp_path, llm_base_url=fake_llm.base_url) as srv:
+    async with observed_server(
+        tmp_path, llm_base_url=fake_llm.base_url, llm_tool_calling="streamed"
+    ) as srv:
         await add_documents(srv.runtime, BOOKLET)
         port = srv.server.observability.metrics_port
         before = await asyncio.to_thread(scrape, port)

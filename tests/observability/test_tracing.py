@@ -46,7 +46,9 @@ async def test_an_agentic_run_is_one_trace_continuing_the_callers(
     configure_logging("DEBUG", "json")
     fake_llm.script_chat(*agentic_script())
     exporter = InMemorySpanExporter()
-    async with observed_server(tmp_path, exporter, llm_base_url=fake_llm.base_url) as srv:
+    async with observed_server(
+        tmp_path, exporter, llm_base_url=fake_llm.base_url, llm_tool_calling="streamed"
+    ) as srv:
         await add_documents(srv.runtime, BOOKLET)
         exporter.clear()  # add_documents' embedding is not part of the call
         call = agent_pb2_grpc.AgentServiceStub(srv.channel).AskStream(

@@ -3,7 +3,7 @@
 The caller's ``traceparent`` (and ``tracestate``) come from the metadata read when the call
 started, never from the context. The span is made current for the rest of the call's task,
 so the spans the handler opens (embedding, search, model turns, session writes) and every log
-line (see :func:`~service.observability.tracing.add_trace_ids`) carry its trace id. The trace
+line (see :func:`~service.observability.logging.add_trace_ids`) carry its trace id. The trace
 id also goes back in the trailing metadata (``x-trace-id``), so a caller that sent no trace
 can still find its run.
 
