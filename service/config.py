@@ -402,8 +402,13 @@ class Settings(BaseSettings):
 
     @property
     def qdrant_path(self) -> Path:
-        """Folder of the embedded Qdrant store."""
+        """Folder of the old embedded store (qdrant-client's local mode), migrated at start."""
         return self.data_dir / "qdrant"
+
+    @property
+    def edge_path(self) -> Path:
+        """Folder of the embedded store's shard (qdrant-edge) for the configured collection."""
+        return self.data_dir / "edge" / self.qdrant_collection
 
 
 def load_settings(**overrides: object) -> Settings:

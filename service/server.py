@@ -14,7 +14,6 @@ import contextlib
 import signal
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from functools import partial
 from typing import Any
 
 import grpc
@@ -44,7 +43,9 @@ from service.executor import INLINE, Blocking, BlockingExecutor
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
-from service.retrieval.base import Embedder
+from service.retrieval.base import ChunkStore, Embedder
+from service.retrieval.edge_migrate import migrate_local, old_store_holds
+from service.retrieval.edge_store import EdgeStore
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
@@ -107,32 +108,43 @@ async def build_embedder(
 
 async def open_store(
     settings: Settings, embedder: Embedder, executor: Blocking, stack: AsyncExitStack
-) -> QdrantStore:
-    """The store the settings name, its collection made or checked; closed by ``stack``."""
+) -> ChunkStore:
+    """The store the settings name, its collection made or checked; closed by ``stack``.
+
+    Embedded (no RAGAGENT_QDRANT_URL): qdrant-edge under RAGAGENT_DATA_DIR, after migrating
+    a folder of the old local-mode format if one holds the collection. Otherwise a server.
+    """
+    term_check = (
+        TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
+        if settings.unknown_term_penalty < 1
+        else None
+    )
+    if settings.qdrant_url is None:
+        edge = await EdgeStore.open(
+            settings.edge_path,
+            embedder,
+            collection=settings.qdrant_collection,
+            executor=executor,
+            call_timeout=settings.qdrant_timeout,
+            term_check=term_check,
+        )
+        stack.push_async_callback(edge.close)
+        if old_store_holds(settings.qdrant_path, settings.qdrant_collection):
+            await migrate_local(settings.qdrant_path, edge, executor=executor)
+        return edge
     api_key = settings.qdrant_api_key
-    open_client = partial(
-        open_qdrant_client,
+    client = open_qdrant_client(
         url=settings.qdrant_url,
         api_key=api_key.get_secret_value() if api_key else None,
         path=settings.qdrant_path,
         timeout=settings.qdrant_timeout,
     )
-    embedded = settings.qdrant_url is None
-    # The embedded client is synchronous: opening it reads every point, and each call after
-    # that computes on the caller's thread, so both go to the executor.
-    client = await executor.run(open_client) if embedded else open_client()
     store = QdrantStore(
         client,
         embedder,
         collection=settings.qdrant_collection,
         timeout=settings.qdrant_timeout,
-        payload_indexes=not embedded,
-        term_check=(
-            TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
-            if settings.unknown_term_penalty < 1
-            else None
-        ),
-        executor=executor if embedded else None,
+        term_check=term_check,
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()
@@ -146,7 +158,7 @@ class Runtime:
         self,
         settings: Settings,
         embedder: Embedder,
-        store: QdrantStore,
+        store: ChunkStore,
         *,
         agent: Agent | None = None,
         sessions: SessionStore | None = None,

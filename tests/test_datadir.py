@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from service.datadir import private_dir, private_file
+from service.executor import INLINE
+from service.retrieval.edge_shard import EdgeCalls
 from service.retrieval.qdrant_payload import open_qdrant_client
 
 
@@ -36,6 +38,18 @@ async def test_the_embedded_qdrant_store_and_the_data_dir_are_private(tmp_path: 
         assert mode(data / "qdrant") == 0o700
     finally:
         await client.close()
+
+
+def test_the_embedded_edge_store_is_private(tmp_path: Path) -> None:
+    data = tmp_path / "home" / "data"
+    calls = EdgeCalls.open_blocking(
+        data / "edge" / "docs", dimension=4, model_name="m", executor=INLINE, timeout=5
+    )
+    try:
+        assert mode(tmp_path / "home") == mode(data) == 0o700
+        assert mode(data / "edge") == mode(data / "edge" / "docs") == 0o700
+    finally:
+        calls.shard.close()
 
 
 def test_existing_folders_and_files_keep_their_modes(tmp_path: Path) -> None:

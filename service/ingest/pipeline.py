@@ -1,6 +1,6 @@
 """Ingestion: pages in, chunks with vectors out, written so that re-runs are cheap and safe.
 
-Every document is written as a whole through ``ChunkStore.replace_document``; chunk ids
+Every document is written as a whole through ``DocumentWrites.replace_document``; chunk ids
 are derived from the document id and the position, so a re-run overwrites instead of
 duplicating. A document's hash covers its text and everything that shapes its chunks
 (parser, chunker, embedder, base URL), so an unchanged document costs one dictionary
@@ -30,7 +30,7 @@ from service.ingest.chunker import Chunker
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
 from service.ingest.urls import page_url, placement
-from service.retrieval.base import ChunkStore, Embedder
+from service.retrieval.base import DocumentWrites, Embedder
 
 # Fixed forever: changing it would give every chunk a new id.
 CHUNK_NAMESPACE = uuid.UUID("5b0f6d1e-2c53-4c71-9d0e-6a8f3f1c2b7a")
@@ -117,7 +117,7 @@ class Ingestor:
     def __init__(
         self,
         embedder: Embedder,
-        store: ChunkStore,
+        store: DocumentWrites,
         *,
         batch_size: int = 128,
         chunker: Chunker | None = None,

@@ -18,7 +18,7 @@ from service.api.agent import TurnHandleLike, Turns
 from service.domain import Chunk, Deadline, DocumentSummary, RunResult, ScoredChunk, SearchFilters
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
-from service.retrieval.base import ChunkStore, Embedder, Retriever
+from service.retrieval.base import DocumentWrites, Embedder, Retriever
 
 
 class ObservedEmbedder:
@@ -112,9 +112,9 @@ class ObservedRetriever:
 
 
 class CountingChunkStore:
-    """A ChunkStore that counts the chunks ingestion writes (ragagent_ingest_chunks_total)."""
+    """A DocumentWrites that counts the chunks ingestion writes (ragagent_ingest_chunks_total)."""
 
-    def __init__(self, store: ChunkStore, metrics: Metrics) -> None:
+    def __init__(self, store: DocumentWrites, metrics: Metrics) -> None:
         self.inner = store
         self._metrics = metrics
 

@@ -26,7 +26,7 @@ from service.observability.metrics import Metrics, MetricsEndpoint
 from service.observability.model_calls import ObservedChatModel, model_request_hook
 from service.observability.runs import RunListener, RunLog, RunMetrics, RunTracing
 from service.observability.tracing import Tracing
-from service.retrieval.base import ChunkStore, Embedder, Retriever
+from service.retrieval.base import DocumentWrites, Embedder, Retriever
 
 
 class Observability:
@@ -72,7 +72,7 @@ class Observability:
     def retriever(self, retriever: Retriever) -> Retriever:
         return ObservedRetriever(retriever, self.metrics, self.tracing)
 
-    def chunk_store(self, store: ChunkStore) -> ChunkStore:
+    def chunk_store(self, store: DocumentWrites) -> DocumentWrites:
         return CountingChunkStore(store, self.metrics)
 
     def turns(self, turns: Turns) -> Turns:

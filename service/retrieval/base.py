@@ -50,8 +50,8 @@ class Retriever(Protocol):
         """At most ``limit`` chunks scoring at least ``threshold``, best first."""
 
 
-class ChunkStore(Protocol):
-    """The document-level write side of the store, used by ingestion."""
+class DocumentWrites(Protocol):
+    """The document-level side of the store that ingestion uses (and metrics wrap)."""
 
     async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
         """document_id -> document_hash of every indexed document."""
@@ -76,3 +76,22 @@ class ChunkStore(Protocol):
 
     async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
         """(documents, chunks) in the store."""
+
+
+class ChunkStore(DocumentWrites, Retriever, Protocol):
+    """Everything a store offers the rest of the service: search, documents, its identity.
+
+    Two implementations: the embedded engine (qdrant-edge, under RAGAGENT_DATA_DIR) and a
+    Qdrant server through qdrant-client (RAGAGENT_QDRANT_URL); the composition root picks one.
+    """
+
+    @property
+    def collection(self) -> str:
+        """The collection's name (reported by GetCorpusStats)."""
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder whose vectors the store holds."""
+
+    async def close(self) -> None:
+        """Releases the store; no call may follow."""

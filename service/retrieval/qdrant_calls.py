@@ -103,7 +103,7 @@ async def ensure_collection(
         info = await calls.run(
             partial(client.get_collection, collection), deadline, "reading the collection"
         )
-        _check_fits(info, collection, dimension=dimension, model_name=model_name)
+        check_fits(info, collection, dimension=dimension, model_name=model_name)
         return
     await calls.run(
         partial(
@@ -133,7 +133,7 @@ async def ensure_collection(
         )
 
 
-def _check_fits(
+def check_fits(
     info: models.CollectionInfo, collection: str, *, dimension: int, model_name: str
 ) -> None:
     params = info.config.params.vectors

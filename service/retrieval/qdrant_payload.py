@@ -82,7 +82,7 @@ def summarise_documents(
         if doc_id <= after:
             continue
         known = docs.get(doc_id)
-        moments = [m for m in (_parse_time(p.get("created_at")), known and known.ingested_at) if m]
+        moments = [m for m in (parse_time(p.get("created_at")), known and known.ingested_at) if m]
         docs[doc_id] = DocumentSummary(
             document_id=doc_id,
             document_hash=str(p.get("document_hash", "")),
@@ -122,7 +122,7 @@ def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
     return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
 
 
-def _parse_time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:

@@ -77,10 +77,11 @@ def test_a_second_process_on_the_embedded_store_fails_with_a_clear_message(
         [
             sys.executable,
             "-c",
-            "import sys, pathlib; from service.retrieval.qdrant_store import open_qdrant_client;"
-            "c = open_qdrant_client(url=None, api_key=None, path=pathlib.Path(sys.argv[1]),"
-            " timeout=1); print('open', flush=True); sys.stdin.read()",
-            str(tmp_path / "qdrant"),
+            "import sys, pathlib; from service.retrieval.edge_shard import EdgeCalls;"
+            "c = EdgeCalls.open_blocking(pathlib.Path(sys.argv[1]), dimension=384,"
+            " model_name='m', executor=None, timeout=1); print('open', flush=True);"
+            " sys.stdin.read()",
+            str(tmp_path / "edge" / "ragagent"),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -1,0 +1,335 @@
+"""The embedded store on qdrant-edge: HNSW search, payload indexes, WAL, per-document records.
+
+Every chunk is a point with a dense vector (cosine, on the embedder's normalised vectors)
+and a sparse BM25 vector (the engine applies IDF), and the chunk as payload. Every document
+also has one vector-less point, its record (``kind: document``): the hash, chunk count and
+titles that ingestion, ``ListDocuments`` and ``GetCorpusStats`` need, so none of them reads
+the chunks. A record is written after its chunks and deleted before them, so a record
+always describes a complete document (an interrupted write leaves no record, and the next
+ingest writes that document again).
+
+Scores are ``max(0, cosine)`` as on the server path, so that thresholds mean the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
+from service.executor import Blocking
+from service.retrieval.base import Embedder
+from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
+from service.retrieval.lexical import TermCheck
+from service.retrieval.qdrant_payload import chunk_from_payload, parse_time, url_prefixes
+
+_PAGE = 512
+_RECORD = "document"
+
+
+def record_id(document_id: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ragagent-document:{document_id}"))
+
+
+def _match(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key=key, match=qe.MatchValue(value))
+
+
+def _is_record() -> qe.Filter:
+    return qe.Filter(must=[_match("kind", _RECORD)])
+
+
+def to_edge_filter(filters: SearchFilters | None) -> tuple[qe.Filter | None, str | None]:
+    """The engine's filter, and a URL prefix to refine by when it does not end at "/"."""
+    if filters is None or filters.empty:
+        return None, None
+    must: list[qe.FieldCondition] = []
+    if filters.module:
+        must.append(_match("module", filters.module))
+    if filters.chapter:
+        must.append(_match("chapter", filters.chapter))
+    exact_prefix = None
+    if filters.url_prefix:
+        cut = filters.url_prefix.rfind("/")
+        if cut >= 0:
+            must.append(_match("url_prefixes", filters.url_prefix[: cut + 1]))
+        if cut != len(filters.url_prefix) - 1:
+            exact_prefix = filters.url_prefix
+    return qe.Filter(must=list(must)), exact_prefix
+
+
+def document_record(document_id: str, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    first = chunks[0] if chunks else Chunk(chunk_id="", document_id=document_id, text="")
+    return {
+        "kind": _RECORD,
+        "record": {
+            "document_id": document_id,
+            "document_hash": first.document_hash,
+            "chunk_count": len(chunks),
+            "url": first.url,
+            "title": first.title,
+            "module": first.module,
+            "chapter": first.chapter,
+            "created_at": max((c.created_at for c in chunks), default=""),
+        },
+    }
+
+
+def _summary(payload: dict[str, Any]) -> DocumentSummary:
+    r = payload.get("record") or {}
+    return DocumentSummary(
+        document_id=str(r.get("document_id", "")),
+        document_hash=str(r.get("document_hash", "")),
+        chunk_count=int(r.get("chunk_count", 0)),
+        url=str(r.get("url", "")),
+        title=str(r.get("title", "")),
+        module=str(r.get("module", "")),
+        chapter=str(r.get("chapter", "")),
+        ingested_at=parse_time(r.get("created_at")),
+    )
+
+
+class EdgeStore:
+    """Retriever and ChunkStore on one qdrant-edge shard (see the module docstring)."""
+
+    def __init__(
+        self,
+        calls: EdgeCalls,
+        embedder: Embedder,
+        *,
+        collection: str,
+        term_check: TermCheck | None = None,
+    ) -> None:
+        self._calls = calls
+        self._shard = calls.shard
+        self._embedder = embedder
+        self._collection = collection
+        self._term_check = term_check
+        self._bm25 = qe.Bm25()
+
+    @classmethod
+    async def open(
+        cls,
+        root: Path,
+        embedder: Embedder,
+        *,
+        collection: str,
+        executor: Blocking,
+        call_timeout: float = 10.0,
+        term_check: TermCheck | None = None,
+    ) -> EdgeStore:
+        """Opens the shard in ``root`` (made if absent) on the executor: loading blocks."""
+        calls = await executor.run(
+            lambda: EdgeCalls.open_blocking(
+                root,
+                dimension=embedder.dimension,
+                model_name=embedder.model_name,
+                executor=executor,
+                timeout=call_timeout,
+            )
+        )
+        return cls(calls, embedder, collection=collection, term_check=term_check)
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    # --- Retriever ---------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        vector = await self._embedder.embed_query(query, deadline=deadline)
+        return await self.search_vector(
+            vector, query=query, limit=limit, threshold=threshold, filters=filters,
+            deadline=deadline,
+        )  # fmt: skip
+
+    async def search_vector(
+        self,
+        vector: Sequence[float],
+        *,
+        query: str,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        """The search after embedding (benchmarks time it apart from the embedding)."""
+        edge_filter, exact_prefix = to_edge_filter(filters)
+        # A prefix not ending at "/" is refined here, so ask for more to still fill `limit`.
+        fetch = limit if exact_prefix is None else min(limit * 4, 200)
+        request = qe.QueryRequest(
+            limit=fetch,
+            query=qe.Query.Nearest(list(vector), using=DENSE),
+            filter=edge_filter,
+            score_threshold=threshold if threshold > 0 else None,
+            with_payload=True,
+        )
+        points = await self._calls.read(lambda: self._shard.query(request), deadline, "searching")
+        factor = 1.0
+        if points and self._term_check is not None:
+            seen = " ".join(str((p.payload or {}).get("text", "")) for p in points)
+            factor = await self._unknown_term_factor(query, seen, deadline)
+        hits = []
+        for point in points:
+            chunk = chunk_from_payload(point.payload or {})
+            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
+                continue
+            score = max(0.0, min(1.0, float(point.score))) * factor
+            if score >= threshold:
+                hits.append(ScoredChunk(chunk=chunk, score=score))
+        return hits[:limit]
+
+    async def _unknown_term_factor(
+        self, query: str, retrieved_text: str, deadline: Deadline | None
+    ) -> float:
+        """The check's penalty when a specific term of the query is in no chunk, else 1.
+
+        Terms in the chunks just retrieved need no lookup; the others are looked up in the
+        full-text index of chunk texts (a posting list, not a scan of the texts).
+        """
+        assert self._term_check is not None
+        check = self._term_check
+        in_hand = set(TermCheck.words(retrieved_text))
+        for term in check.specific_terms(query):
+            if in_hand.intersection(check.variants(term).split()):
+                continue
+            request = qe.CountRequest(
+                filter=qe.Filter(
+                    must=[
+                        qe.FieldCondition(key="text", match=qe.MatchTextAny(check.variants(term)))
+                    ]
+                ),
+                exact=True,
+            )
+            found = await self._calls.read(
+                partial(self._shard.count, request), deadline, "looking up a term"
+            )
+            if found == 0:
+                return check.penalty
+        return 1.0
+
+    # --- ChunkStore --------------------------------------------------------------------
+
+    async def _records(self, deadline: Deadline | None) -> list[DocumentSummary]:
+        def scroll() -> list[DocumentSummary]:
+            found: list[DocumentSummary] = []
+            offset: Any = None
+            while True:
+                page, offset = self._shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset, limit=_PAGE, filter=_is_record(), with_payload=True
+                    )
+                )
+                found.extend(_summary(r.payload or {}) for r in page)
+                if offset is None:
+                    return found
+
+        return await self._calls.read(scroll, deadline, "reading document records")
+
+    async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
+        """Hashes of the documents that have a record: those written completely."""
+        return {r.document_id: r.document_hash for r in await self._records(deadline)}
+
+    def chunk_points(
+        self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]
+    ) -> list[qe.Point]:
+        return [
+            qe.Point(
+                chunk.chunk_id,
+                {DENSE: list(vector), SPARSE: self._bm25.embed_document(chunk.text)},
+                {**asdict(chunk), "url_prefixes": url_prefixes(chunk.url)},
+            )
+            for chunk, vector in zip(chunks, vectors, strict=True)
+        ]
+
+    async def replace_document(
+        self,
+        document_id: str,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        *,
+        deadline: Deadline | None = None,
+    ) -> int:
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        record = qe.Point(record_id(document_id), {}, document_record(document_id, chunks))
+        stale = qe.Filter(
+            must=[_match("document_id", document_id)],
+            must_not=[qe.HasIdCondition({c.chunk_id for c in chunks})],
+        )
+
+        def write() -> int:
+            points = self.chunk_points(chunks, vectors)
+            for start in range(0, len(points), _PAGE):
+                page = points[start : start + _PAGE]
+                self._shard.update(qe.UpdateOperation.upsert_points(page))
+            # Only after the new version is complete do the old chunks go, then the record
+            # says the document is whole: a crash before that leaves no gap, only a
+            # document that document_hashes() does not report (so it is written again).
+            removed = self._shard.count(qe.CountRequest(filter=stale, exact=True))
+            if removed:
+                self._shard.update(qe.UpdateOperation.delete_points_by_filter(stale))
+            self._shard.update(qe.UpdateOperation.upsert_points([record]))
+            return removed
+
+        return await self._calls.write(write, deadline, "writing chunks")
+
+    async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
+        selector = qe.Filter(must=[_match("document_id", document_id)])
+
+        def delete() -> int:
+            # The record goes first: chunks left by a crash are then an incomplete
+            # document (written again, or deleted again), never one reported whole.
+            self._shard.update(qe.UpdateOperation.delete_points([record_id(document_id)]))
+            removed = self._shard.count(qe.CountRequest(filter=selector, exact=True))
+            if removed:
+                self._shard.update(qe.UpdateOperation.delete_points_by_filter(selector))
+            return removed
+
+        return await self._calls.write(delete, deadline, "deleting chunks")
+
+    async def list_documents(
+        self, *, after: str, limit: int, deadline: Deadline | None = None
+    ) -> list[DocumentSummary]:
+        records = [r for r in await self._records(deadline) if r.document_id > after]
+        return sorted(records, key=lambda r: r.document_id)[:limit]
+
+    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
+        records = await self._records(deadline)
+        return len(records), sum(r.chunk_count for r in records)
+
+    async def count_chunk_points(self, *, deadline: Deadline | None = None) -> int:
+        """Chunks counted in the engine itself, records aside (migration checks with it)."""
+        request = qe.CountRequest(filter=qe.Filter(must_not=[_match("kind", _RECORD)]), exact=True)
+        return await self._calls.read(lambda: self._shard.count(request), deadline, "counting")
+
+    async def write_points(self, points: Sequence[qe.Point], *, deadline: Deadline | None) -> None:
+        """Stores prepared points as they are (migration copies chunks and records)."""
+
+        def write() -> None:
+            for start in range(0, len(points), _PAGE):
+                self._shard.update(qe.UpdateOperation.upsert_points(list(points[start:][:_PAGE])))
+            self._shard.flush()
+
+        await self._calls.write(write, deadline, "writing points")
+
+    async def close(self) -> None:
+        await self._calls.close()
