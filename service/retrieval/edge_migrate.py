@@ -22,7 +22,8 @@ from qdrant_client import QdrantClient, models
 from service.domain import Chunk
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.edge_store import EdgeStore, document_record, record_id
+from service.retrieval.edge_payload import document_record, record_id
+from service.retrieval.edge_store import EdgeStore
 from service.retrieval.qdrant_calls import check_fits
 from service.retrieval.qdrant_payload import chunk_from_payload, complete_documents
 

@@ -131,6 +131,17 @@ class EdgeCalls:
         except Exception as exc:  # the engine raises its own types
             raise StoreUnavailable(f"the vector store failed ({what}): {exc}") from exc
 
+    async def optimize(self) -> bool:
+        """Builds the HNSW index of segments past the engine's indexing threshold (and
+        merges small ones). Blocking for as long as that takes (about a minute per 100k
+        chunks here), so writes wait: it runs when ingestion has gone quiet."""
+
+        def optimize() -> bool:
+            with self._writing:
+                return False if self._closed else self.shard.optimize()
+
+        return await self._executor.run(optimize)
+
     async def close(self) -> None:
         def close() -> None:
             with self._writing:

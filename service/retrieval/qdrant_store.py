@@ -100,6 +100,22 @@ class QdrantStore:
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
         vector = await self._embedder.embed_query(query, deadline=deadline)
+        return await self.search_vector(
+            vector, query=query, limit=limit, threshold=threshold, filters=filters,
+            deadline=deadline,
+        )  # fmt: skip
+
+    async def search_vector(
+        self,
+        vector: Sequence[float],
+        *,
+        query: str,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        """The search after embedding (benchmarks time it apart from the embedding)."""
         query_filter, exact_prefix = to_filter(filters)
         # A prefix that does not end at "/" is matched on its last "/" and refined here, so
         # ask for more to still return `limit` hits after refining.
@@ -108,7 +124,7 @@ class QdrantStore:
             partial(
                 self._client.query_points,
                 self._collection,
-                query=vector,
+                query=list(vector),
                 limit=fetch,
                 query_filter=query_filter,
                 score_threshold=threshold if threshold > 0 else None,

@@ -4,6 +4,7 @@ be installed). Each test runs once per store and expects the same behaviour."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import uuid
@@ -230,3 +231,29 @@ async def test_the_embedded_store_is_one_process_at_a_time(tmp_path: Path) -> No
     assert await reopened.count() == (0, 0)
     await reopened.close()
     await executor.shutdown()
+
+
+async def test_the_embedded_store_indexes_once_writes_go_quiet(tmp_path: Path) -> None:
+    executor = BlockingExecutor(1)
+    store = await EdgeStore.open(tmp_path, WordsEmbedder(), collection="d", executor=executor)
+    store.optimize_after_points, store.optimize_when_quiet_s = 2, 0.2
+    runs: list[float] = []
+    real = store.optimize
+
+    async def counted() -> None:
+        runs.append(asyncio.get_running_loop().time())
+        await real()
+
+    store.optimize = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(3):  # writes closer together than the quiet time: one run after them
+            await put(store, ROBOTS)
+            await asyncio.sleep(0.05)
+        assert runs == []
+        await asyncio.sleep(0.5)
+        assert len(runs) == 1
+        hits = await store.search("subscriber node", limit=1, threshold=0)
+        assert hits[0].chunk.document_id == "ros-nodes"
+    finally:
+        await store.close()
+        await executor.shutdown()

@@ -1,0 +1,77 @@
+"""How chunks and per-document records are laid out in the embedded engine's points, and
+the engine's filters for a search (pure functions; :mod:`edge_store` calls them)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import qdrant_edge as qe
+
+from service.domain import Chunk, DocumentSummary, SearchFilters
+from service.retrieval.qdrant_payload import parse_time
+
+RECORD = "document"
+
+
+def record_id(document_id: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ragagent-document:{document_id}"))
+
+
+def match(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key=key, match=qe.MatchValue(value))
+
+
+def is_record() -> qe.Filter:
+    return qe.Filter(must=[match("kind", RECORD)])
+
+
+def to_edge_filter(filters: SearchFilters | None) -> tuple[qe.Filter | None, str | None]:
+    """The engine's filter, and a URL prefix to refine by when it does not end at "/"."""
+    if filters is None or filters.empty:
+        return None, None
+    must: list[qe.FieldCondition] = []
+    if filters.module:
+        must.append(match("module", filters.module))
+    if filters.chapter:
+        must.append(match("chapter", filters.chapter))
+    exact_prefix = None
+    if filters.url_prefix:
+        cut = filters.url_prefix.rfind("/")
+        if cut >= 0:
+            must.append(match("url_prefixes", filters.url_prefix[: cut + 1]))
+        if cut != len(filters.url_prefix) - 1:
+            exact_prefix = filters.url_prefix
+    return qe.Filter(must=list(must)), exact_prefix
+
+
+def document_record(document_id: str, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    first = chunks[0] if chunks else Chunk(chunk_id="", document_id=document_id, text="")
+    return {
+        "kind": RECORD,
+        "record": {
+            "document_id": document_id,
+            "document_hash": first.document_hash,
+            "chunk_count": len(chunks),
+            "url": first.url,
+            "title": first.title,
+            "module": first.module,
+            "chapter": first.chapter,
+            "created_at": max((c.created_at for c in chunks), default=""),
+        },
+    }
+
+
+def summary(payload: dict[str, Any]) -> DocumentSummary:
+    r = payload.get("record") or {}
+    return DocumentSummary(
+        document_id=str(r.get("document_id", "")),
+        document_hash=str(r.get("document_hash", "")),
+        chunk_count=int(r.get("chunk_count", 0)),
+        url=str(r.get("url", "")),
+        title=str(r.get("title", "")),
+        module=str(r.get("module", "")),
+        chapter=str(r.get("chapter", "")),
+        ingested_at=parse_time(r.get("created_at")),
+    )
