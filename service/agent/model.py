@@ -287,7 +287,9 @@ class OpenAIChatModel:
             timeout = httpx.Timeout(read_s, connect=min(_CONNECT_TIMEOUT_S, self._timeout))
             try:
                 async with asyncio.timeout(left):
-                    return await cast(Any, self._client.chat.completions).create(**request, timeout=timeout)
+                    return await cast(Any, self._client.chat.completions).create(
+                        **request, timeout=timeout
+                    )
             except TimeoutError:
                 raise DeadlineExceeded("the deadline ran out while waiting for the model") from None
             except openai.APITimeoutError:

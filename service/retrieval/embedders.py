@@ -20,8 +20,8 @@ from tokenizers import Tokenizer
 
 from service.domain import Deadline
 from service.errors import ConfigurationError, DeadlineExceeded, Unavailable
-from service.openai_errors import endpoint_error
 from service.executor import INLINE, Blocking
+from service.openai_errors import endpoint_error
 
 
 class EmbedderUnavailable(Unavailable):
