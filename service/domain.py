@@ -138,8 +138,9 @@ class ToolCallRecord:
     duration_s: float | None = None
     result: dict[str, Any] | None = None
     error: str = ""
-    # "model" when the model asked for the call, "service" when the service ran it itself.
-    origin: str = "model"
+    # "model" when the model asked for the call, "service" when the service ran it itself;
+    # "" (a record read back from storage) is told by the id: the service's start "srv_".
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)

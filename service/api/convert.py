@@ -108,7 +108,7 @@ def tool_call_to_proto(call: ToolCallRecord) -> types_pb2.ToolCallInfo:
         error=call.error,
         origin=(
             types_pb2.TOOL_CALL_ORIGIN_SERVICE
-            if call.origin == "service"
+            if call.origin == "service" or (not call.origin and call.id.startswith("srv_"))
             else types_pb2.TOOL_CALL_ORIGIN_MODEL
         ),
     )

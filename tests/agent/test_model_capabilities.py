@@ -293,3 +293,12 @@ async def test_each_sentence_is_checked_against_the_passage_it_cites() -> None:
     proto = result_to_proto(result)  # type: ignore[arg-type]
     assert [s.cited for s in proto.sources] == [True, False, False]
     assert proto.grounding.supported_share == pytest.approx(0.5)
+
+
+def test_a_stored_call_without_origin_is_told_by_its_id() -> None:
+    from service.api.convert import tool_call_to_proto
+    from service.domain import ToolCallRecord
+
+    service = tool_call_to_proto(ToolCallRecord("srv_0123456789abcdef01234567", "t", {}))
+    model = tool_call_to_proto(ToolCallRecord("call_1", "t", {}))
+    assert (service.origin, model.origin) == (2, 1)  # SERVICE, MODEL
