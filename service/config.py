@@ -205,6 +205,11 @@ class Settings(BaseSettings):
         description="Factor applied to every score when the question names a specific term "
         "(a rare word, a name, a version) that no chunk contains; 1 disables the check.",
     )
+    retrieval_mode: Literal["dense", "hybrid"] = Field(
+        "dense",
+        description="dense: embedding similarity alone. hybrid: embedding and BM25 term "
+        "matches fused by rank (RRF); scores stay the embedding's cosine. Embedded store only.",
+    )
 
     # --- embeddings --------------------------------------------------------------------
     embedding_provider: Literal["fastembed", "openai"] = Field(

@@ -127,6 +127,7 @@ async def open_store(
             executor=executor,
             call_timeout=settings.qdrant_timeout,
             term_check=term_check,
+            hybrid=settings.retrieval_mode == "hybrid",
         )
         stack.push_async_callback(edge.close)
         if old_store_holds(settings.qdrant_path, settings.qdrant_collection):

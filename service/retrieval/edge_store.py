@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
@@ -56,6 +57,7 @@ class EdgeStore:
         *,
         collection: str,
         term_check: TermCheck | None = None,
+        hybrid: bool = False,
     ) -> None:
         self._calls = calls
         self._shard = calls.shard
@@ -63,6 +65,8 @@ class EdgeStore:
         self._collection = collection
         self._term_check = term_check
         self._bm25 = qe.Bm25()
+        self.hybrid = hybrid
+        self.rrf_k = 60  # RRF's usual constant: ranks past a few dozen weigh about the same
         # Written points sit in a segment searched exhaustively (30 ms at 100k chunks here)
         # until the optimiser indexes them; it runs once writes have been quiet a while.
         self.optimize_after_points = 2000
@@ -81,6 +85,7 @@ class EdgeStore:
         executor: Blocking,
         call_timeout: float = 10.0,
         term_check: TermCheck | None = None,
+        hybrid: bool = False,
     ) -> EdgeStore:
         """Opens the shard in ``root`` (made if absent) on the executor: loading blocks."""
         calls = await executor.run(
@@ -92,7 +97,7 @@ class EdgeStore:
                 timeout=call_timeout,
             )
         )
-        return cls(calls, embedder, collection=collection, term_check=term_check)
+        return cls(calls, embedder, collection=collection, term_check=term_check, hybrid=hybrid)
 
     @property
     def collection(self) -> str:
@@ -159,27 +164,77 @@ class EdgeStore:
         edge_filter, exact_prefix = to_edge_filter(filters)
         # A prefix not ending at "/" is refined here, so ask for more to still fill `limit`.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
-        request = qe.QueryRequest(
-            limit=fetch,
-            query=qe.Query.Nearest(list(vector), using=DENSE),
-            filter=edge_filter,
-            score_threshold=threshold if threshold > 0 else None,
-            with_payload=True,
-        )
-        points = await self._calls.read(lambda: self._shard.query(request), deadline, "searching")
+        if self.hybrid and query.strip():
+            points = await self._hybrid(vector, query, fetch, edge_filter, deadline)
+        else:
+            request = qe.QueryRequest(
+                limit=fetch,
+                query=qe.Query.Nearest(list(vector), using=DENSE),
+                filter=edge_filter,
+                score_threshold=threshold if threshold > 0 else None,
+                with_payload=True,
+            )
+            found = await self._calls.read(
+                partial(self._shard.query, request), deadline, "searching"
+            )
+            points = [(p.payload or {}, float(p.score)) for p in found]
         factor = 1.0
         if points and self._term_check is not None:
-            seen = " ".join(str((p.payload or {}).get("text", "")) for p in points)
+            seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
             factor = await self._unknown_term_factor(query, seen, deadline)
         hits = []
-        for point in points:
-            chunk = chunk_from_payload(point.payload or {})
+        for payload, cosine in points:
+            chunk = chunk_from_payload(payload)
             if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
                 continue
-            score = max(0.0, min(1.0, float(point.score))) * factor
+            score = max(0.0, min(1.0, cosine)) * factor
             if score >= threshold:
                 hits.append(ScoredChunk(chunk=chunk, score=score))
         return hits[:limit]
+
+    async def _hybrid(
+        self,
+        vector: Sequence[float],
+        query: str,
+        limit: int,
+        edge_filter: qe.Filter | None,
+        deadline: Deadline | None,
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Dense and BM25 candidates fused by rank (RRF, in the engine's Query API).
+
+        The order is the fusion's; the score of each hit is still its cosine to the query
+        (computed from its stored vector), because RRF scores depend on ranks alone and
+        could not be held to the confidence threshold that decides what is answerable.
+        """
+        candidates = max(limit * 4, 20)
+        request = qe.QueryRequest(
+            limit=limit,
+            prefetches=[
+                qe.Prefetch(
+                    query=qe.Query.Nearest(list(vector), using=DENSE),
+                    limit=candidates,
+                    filter=edge_filter,
+                ),
+                qe.Prefetch(
+                    query=qe.Query.Nearest(self._bm25.embed_query(query), using=SPARSE),
+                    limit=candidates,
+                    filter=edge_filter,
+                ),
+            ],
+            query=qe.Fusion.Rrf(k=self.rrf_k),  # type: ignore[arg-type]  # the stub types Fusion, not its variants
+            with_payload=True,
+            with_vector=[DENSE],
+        )
+        found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
+        q = np.asarray(vector, dtype=np.float32)
+        q /= np.linalg.norm(q) or 1.0
+        scored = []
+        for point in found:
+            stored = point.vector
+            dense = stored.get(DENSE) if isinstance(stored, dict) else None
+            cosine = float(np.dot(q, np.asarray(dense, dtype=np.float32))) if dense else 0.0
+            scored.append((point.payload or {}, cosine))
+        return scored
 
     async def _unknown_term_factor(
         self, query: str, retrieved_text: str, deadline: Deadline | None

@@ -13,11 +13,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from service.observability.logging import configure_logging
-from tests.bench import bench_ingest, bench_retrieve, bench_soak
+from tests.bench import bench_ingest, bench_retrieve, bench_scale, bench_soak
 
 BENCHES: dict[str, Callable[[bool], Coroutine[Any, Any, object]]] = {
     "retrieve": lambda full: bench_retrieve.main(),
     "ingest": lambda full: bench_ingest.main(),
+    "scale": lambda full: bench_scale.main(),
     "soak": lambda full: bench_soak.main(full=full),
 }
 
