@@ -36,7 +36,7 @@ from service.observability.logging import get_logger
 
 log = get_logger("ragagent.agent")
 
-_PROBE = [{"role": "user", "content": "Reply with the word OK."}]
+PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
 _PROBE_TOKENS = 8
 
 
@@ -48,7 +48,7 @@ async def tool_calling(model: ChatModel, deadline: Deadline) -> ToolCalling:
     mode: ToolCalling
     try:
         stream = model.stream(
-            _PROBE,
+            PROBE_MESSAGES,
             temperature=0.0,
             deadline=deadline,
             tools=[RETRIEVAL_TOOL],

@@ -137,8 +137,8 @@ async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_d
     retriever = FakeRetriever()
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("urdf links", (LINK, 0.8))
+    fake_openai.probe_reply = ChatReply.empty_body()  # stream + tool_choice "auto"
     fake_openai.script_chat(
-        ChatReply.empty_body(),  # the probe: stream + tool_choice "auto"
         ChatReply.calls(ToolCallScript("qdrant_retrieval", '{"query": "urdf links"}', id="c1")),
         ChatReply.text("A link is a rigid body [1]."),
     )
@@ -147,11 +147,13 @@ async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_d
     result = completed(await collect(agent.run(request(QUESTION)))).result
 
     assert result.answer == "A link is a rigid body [1]."
-    first, second, third = fake_openai.chat_requests
-    assert (first.streamed, second.streamed) == (True, False)
-    assert second.body["tool_choice"] == "auto"
+    [probe] = fake_openai.probe_requests
+    assert probe.streamed
+    assert probe.body["tool_choice"] == "auto"
+    decide, answer = fake_openai.chat_requests
+    assert (decide.streamed, answer.streamed) == (False, False)
+    assert decide.body["tool_choice"] == "auto"
     assert [c.origin for c in result.tool_calls] == ["service", "model"]
-    assert third.body["tool_choice"] == "auto"
 
 
 def test_the_model_reasons_are_documented() -> None:

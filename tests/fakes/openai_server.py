@@ -21,6 +21,7 @@ from collections import deque
 from types import TracebackType
 from typing import Any
 
+from service.agent.tool_turns import PROBE_MESSAGES
 from tests.fakes.openai_script import (
     ChatReply,
     ErrorReply,
@@ -76,6 +77,11 @@ class FakeOpenAI:
         self.handler_tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._chat: deque[Reply] = deque()
+        # The agent's tool-calling probe (service.agent.tool_turns) is answered from here,
+        # not from the script, and recorded apart: scripts stay the run's own turns. Set it
+        # to ChatReply.empty_body() to play llama-cpp-python.
+        self.probe_reply: Reply = ChatReply.text("OK")
+        self.probe_requests: list[RecordedRequest] = []
         self._embeddings: deque[ErrorReply] = deque()
         self._server: asyncio.Server | None = None
         self.port = 0
@@ -168,10 +174,13 @@ class FakeOpenAI:
                 headers[name.strip().lower()] = value.strip()
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
         record = RecordedRequest(method, path, headers, json.loads(raw) if raw else {})
-        self.requests.append(record)
+        probe = path == CHAT_PATH and record.body.get("messages") == PROBE_MESSAGES
+        (self.probe_requests if probe else self.requests).append(record)
         io = _Exchange(record, reader, writer)
         try:
-            if path == CHAT_PATH:
+            if probe:
+                keep = await self._reply(io, self.probe_reply)
+            elif path == CHAT_PATH:
                 keep = await self._chat_completion(io)
             elif path == EMBEDDINGS_PATH:
                 keep = await self._embed(io)
@@ -188,7 +197,9 @@ class FakeOpenAI:
         if not self._chat:
             message = "fake server: no scripted chat reply left"
             return await io.json(500, error_body(message, 500), {"x-should-retry": "false"})
-        reply = self._chat.popleft()
+        return await self._reply(io, self._chat.popleft())
+
+    async def _reply(self, io: _Exchange, reply: Reply) -> bool:
         await io.pause(reply.delay)
         if isinstance(reply, ErrorReply):
             return await io.error(reply)
