@@ -62,7 +62,7 @@ class Settings(BaseSettings):
         le=64,
         description="Threads of the one pool that runs blocking work off the event loop: "
         "chunking, local embedding, the embedded Qdrant store. More lets a query's search "
-        "run beside an ingest's chunking; the embedded store runs one call at a time anyway.",
+        "run beside an ingest's chunking; the embedded store writes one call at a time.",
     )
     max_message_bytes: int = Field(
         8 * 1024 * 1024,
@@ -108,8 +108,8 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         default_factory=default_data_dir,
-        description="Folder for embedded state: the local Qdrant store and the SQLite "
-        "session database. Only one process may open it at a time.",
+        description="Folder for embedded state: the embedded Qdrant store (qdrant-edge, in "
+        "edge/) and the SQLite session database. Only one process may open it at a time.",
     )
 
     # --- who is calling (docs/security.md) ----------------------------------------------

@@ -9,6 +9,9 @@ import pytest
 from service.evaluation import EvalQuestion, load_questions
 
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
+# Written over the pages QUESTIONS covers least, and never tuned on: it tells whether the
+# method generalises (reported apart, see the README's retrieval quality section).
+HELD_OUT = Path(__file__).with_name("heldout.jsonl")
 MODULES = (
     "module-01-foundations",
     "module-02-digital-twin",
@@ -62,3 +65,16 @@ def test_expected_paths_exist(questions: list[EvalQuestion], shared_corpus: Path
         (q.id, p) for q in questions for p in q.expected_paths if not (shared_corpus / p).is_file()
     ]
     assert missing == []
+
+
+@pytest.mark.corpus
+def test_the_held_out_set_is_well_formed_and_points_at_real_pages(shared_corpus: Path) -> None:
+    held_out = load_questions(HELD_OUT)
+    assert len(held_out) >= 20
+    assert sum(not q.answerable for q in held_out) >= 4
+    test_unanswerable_questions_have_no_keywords(held_out)
+    test_keywords_are_short(held_out)
+    test_paths_are_relative_markdown_paths(held_out)
+    test_expected_paths_exist(held_out, shared_corpus)
+    tuned_on = {q.question for q in load_questions(QUESTIONS)}
+    assert not tuned_on & {q.question for q in held_out}
