@@ -210,6 +210,11 @@ class Settings(BaseSettings):
         description="dense: embedding similarity alone. hybrid: embedding and BM25 term "
         "matches fused by rank (RRF); scores stay the embedding's cosine. Embedded store only.",
     )
+    reranker: Literal["none", "lexical"] = Field(
+        "none",
+        description="Reorders 3x the requested results after retrieval; lexical: a bonus for "
+        "the query's rarer words found in a chunk. Scores and the threshold are unchanged.",
+    )
 
     # --- embeddings --------------------------------------------------------------------
     embedding_provider: Literal["fastembed", "openai"] = Field(

@@ -43,12 +43,13 @@ from service.executor import INLINE, Blocking, BlockingExecutor
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
-from service.retrieval.base import ChunkStore, Embedder
+from service.retrieval.base import ChunkStore, Embedder, Retriever
 from service.retrieval.edge_migrate import migrate_local, old_store_holds
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
+from service.retrieval.rerank import LexicalReranker, RerankingRetriever
 from service.security.wiring import Security, describe
 from service.sessions import SessionPurger, SessionStore, open_session_store
 
@@ -152,6 +153,13 @@ async def open_store(
     return store
 
 
+def searcher(settings: Settings, store: ChunkStore) -> Retriever:
+    """The store's search, reranked when the settings ask for it."""
+    if settings.reranker == "lexical":
+        return RerankingRetriever(store, LexicalReranker())
+    return store
+
+
 class Runtime:
     """Every long-lived dependency of the server, built once and closed once."""
 
@@ -205,7 +213,10 @@ class Runtime:
                 stack.push_async_callback(llm.close)
                 model = observe.model(OpenAIChatModel.from_settings(llm, settings))
             agent = Agent(
-                settings, retriever=observe.retriever(store), model=model, embedder=embedder
+                settings,
+                retriever=observe.retriever(searcher(settings, store)),
+                model=model,
+                embedder=embedder,
             )
             sessions = await open_session_store(settings)
             stack.push_async_callback(sessions.close)
@@ -255,7 +266,7 @@ class AgentServer:
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
             AgentServicer(
-                observe.retriever(runtime.store),
+                observe.retriever(searcher(self._settings, runtime.store)),
                 runtime.embedder,
                 default_threshold=settings.confidence_threshold,
                 agent=runtime.agent,

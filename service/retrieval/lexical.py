@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 
 # Words too common to be a question's subject, whatever the tokenizer says of them.
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """
     about above after again against also among and any are because been before being below
     between both but can cannot could did does doing down during each few for from further
@@ -48,7 +48,7 @@ class TermCheck:
         """Lower-cased terms of the query that are rare words, in order, without repeats."""
         terms: list[str] = []
         for word in self.words(query):
-            if len(word) < 3 or word in _STOPWORDS or word in terms:
+            if len(word) < 3 or word in STOPWORDS or word in terms:
                 continue
             if any(ch.isdigit() for ch in word) or self._count_tokens(word) > self._baseline:
                 terms.append(word)
