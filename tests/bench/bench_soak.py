@@ -40,33 +40,13 @@ import grpc
 
 from tests.bench.soak_load import Tally, kill_clients, worker
 from tests.bench.soak_probe import Resources, quiet
-from tests.fuzz.server import ServerProcess, ingest, start_server
+from tests.processes import ServerProcess, ingest_documents, model_process, start_server
 
 QUICK = (100, 30.0)
 FULL = (500, 600.0)
 POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 STREAMS_PER_CHANNEL = 50  # one HTTP/2 connection per 50 streams, as a client pool might
 KILL_EVERY_S = 4.0
-
-
-@contextlib.asynccontextmanager
-async def model_process() -> AsyncIterator[int]:
-    """The fake model as a process of its own; yields its port."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.fakes.model_process",
-        "--deltas=60",
-        "--interval=0.01",
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert process.stdout is not None
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-        yield int(line.strip().removeprefix("port="))
-    finally:
-        process.terminate()
-        await process.wait()
 
 
 @contextlib.asynccontextmanager
@@ -188,19 +168,28 @@ async def soak(store: str, strategy: str, streams: int, seconds: float) -> Soak:
         f"soak: {store}, {strategy}, {streams} streams x {seconds:.0f} s (+{warm_up:.0f} s warm-up)"
     )
     async with contextlib.AsyncExitStack() as stack:
-        settings = {"agent_strategy": "extractive", "log_level": "INFO", "embedding_threads": "1"}
+        settings = {
+            "agent_strategy": "extractive",
+            "log_format": "json",
+            "log_level": "INFO",
+            "embedding_threads": "1",
+        }
         model_port = None
         if strategy == "model":
-            model_port = await stack.enter_async_context(model_process())
-            base_url = f"http://127.0.0.1:{model_port}/v1"
-            settings |= {"agent_strategy": "agentic", "llm_base_url": base_url, "llm_api_key": "x"}
+            model = stack.enter_context(model_process(deltas=60, interval=0.01))
+            model_port = model.port
+            settings |= {
+                "agent_strategy": "agentic",
+                "llm_base_url": model.base_url,
+                "llm_api_key": "x",
+            }
         settings |= await stack.enter_async_context(database(store))
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         stats = tmp / "tasks"
         command = ("-m", "tests.bench.soak_load", "serve", str(stats))
         server = await asyncio.to_thread(start_server, tmp, command=command, **settings)
         stack.callback(server.stop)
-        await asyncio.to_thread(ingest, server.target)
+        await asyncio.to_thread(ingest_documents, server.target)
 
         await load(server, streams, warm_up)
         start = await quiet(server, stats, model_port, None) if server.alive() else None

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fuzz.server import ServerProcess
+from tests.processes import ServerProcess
 
 POOLS = ("PostgreSQL connections", "model connections")
 QUIET_FOR_S = 6.0  # longer than httpx's 5 s keep-alive expiry of idle model connections

@@ -7,6 +7,7 @@ The corpus is big enough (60 pages, 240 chunks) that the signal always lands mid
 from __future__ import annotations
 
 import json
+import random
 import re
 import signal
 import time
@@ -14,14 +15,55 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.processes import Ragagent, environment, ragagent_server, write_corpus
 from tests.helpers import local_embedder
+from tests.processes import Ragagent, command_env, server_process
 
 PAGES = 60
 # The promise is "a second or two"; the margin is for a loaded CI machine.
 STOP_WITHIN_S = 3.0
 
 pytestmark = pytest.mark.slow
+
+_WORDS = (
+    "robot",
+    "joint",
+    "sensor",
+    "motor",
+    "camera",
+    "planner",
+    "topic",
+    "node",
+    "message",
+    "link",
+    "frame",
+    "torque",
+    "servo",
+    "lidar",
+    "depth",
+    "map",
+    "pose",
+    "grasp",
+    "arm",
+    "wheel",
+    "gripper",
+    "odometry",
+    "controller",
+    "trajectory",
+)
+
+
+def write_corpus(root: Path, pages: int, *, seed: int = 1) -> Path:
+    """``pages`` pages of four sections each (one chunk per section), in module folders."""
+    rnd = random.Random(seed)
+    for i in range(pages):
+        path = root / f"module-{i // 50:02d}" / f"page-{i:04d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sections = [
+            f"## Section {s}\n\n" + " ".join(rnd.choice(_WORDS) for _ in range(120)) + ".\n"
+            for s in range(4)
+        ]
+        path.write_text(f"# Page {i}\n\n" + "\n".join(sections), encoding="utf-8")
+    return root
 
 
 def _committed(line: str) -> int:
@@ -46,7 +88,7 @@ def test_a_signal_stops_a_local_ingest_and_a_rerun_finishes_it(
 ) -> None:
     local_embedder()  # skips where the model is not provisioned
     docs = write_corpus(tmp_path / "docs", PAGES)
-    env = environment(tmp_path / "data")
+    env = command_env(tmp_path / "data")
     ingest = Ragagent("ingest", str(docs), "--json", env=env)
     try:
         ingest.wait_for_event("runtime ready")
@@ -69,8 +111,9 @@ def test_a_signal_stops_a_local_ingest_and_a_rerun_finishes_it(
 def test_a_signal_stops_an_ingest_through_a_server(tmp_path: Path, sig: signal.Signals) -> None:
     local_embedder()
     docs = write_corpus(tmp_path / "docs", PAGES)
-    env = environment(tmp_path / "client")
-    with ragagent_server(tmp_path / "server") as address:
+    env = command_env(tmp_path / "client")
+    with server_process(tmp_path / "server", log_format="json", embedding_threads="2") as server:
+        address = server.target
         ingest = Ragagent("ingest", str(docs), "--address", address, "--prune", env=env)
         try:
             time.sleep(2.0)  # connected, and the server busy embedding

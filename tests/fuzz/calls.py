@@ -14,8 +14,8 @@ import grpc
 from google.protobuf.message import DecodeError
 from hypothesis import event
 
-from tests.fuzz.server import ServerProcess
 from tests.fuzz.strategies import MAX_MESSAGE_BYTES, Rpc
+from tests.processes import ServerProcess
 
 Code = grpc.StatusCode
 

@@ -21,7 +21,8 @@ from ragagent.v1 import (
     session_pb2_grpc,
 )
 
-from tests.fuzz.server import SMALL_CORPUS, ServerProcess, ingest, model_provisioned, start_server
+from service.config import default_model_dir
+from tests.processes import SMALL_CORPUS, ServerProcess, ingest_documents, start_server
 
 
 @dataclass
@@ -51,6 +52,10 @@ def _issued_ids(channel: grpc.Channel) -> tuple[str, ...]:
     )
 
 
+def model_provisioned() -> bool:
+    return (default_model_dir() / "model.onnx").is_file()
+
+
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzTarget]:
     if not model_provisioned():
@@ -58,11 +63,13 @@ def fuzz_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzTarget
     server = start_server(
         tmp_path_factory.mktemp("fuzz-server"),
         agent_strategy="extractive",
+        log_format="json",
+        log_level="WARNING",
         # One ONNX thread: the fuzzer shares two cores with the server.
         embedding_threads="1",
     )
     try:
-        ingest(server.target)
+        ingest_documents(server.target)
         # Responses are small, but requests reach past the server's 8 MiB limit on purpose.
         with grpc.insecure_channel(
             server.target, options=[("grpc.max_send_message_length", -1)]

@@ -12,8 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,8 @@ from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.ingest.loader import SourceDocument
 from service.ingest.remote import ingest_remote
+from tests.processes import REPO, clean_env, server_process
 from tests.security.support import CertFiles, bearer, client_cert, new_key, server_cert
-from tests.server.process_support import REPO, clean_env, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -39,30 +37,6 @@ def _replace(source: Path, target: Path) -> None:
     temporary = target.with_suffix(".new")
     shutil.copyfile(source, temporary)
     os.replace(temporary, target)
-
-
-@contextmanager
-def tls_server(tmp_path: Path, **settings: str) -> Iterator[Any]:
-    port = free_port()
-    log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve"],
-            cwd=REPO,
-            env=clean_env(address=f"127.0.0.1:{port}", log_format="json", **settings),
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield process, port, log_path
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def _channel(port: int, ca: trustme.CA, client: CertFiles) -> grpc.aio.Channel:
@@ -108,16 +82,19 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
         ca_files[name] = tmp_path / f"{name}-ca.pem"
         ca.cert_pem.write_to_path(str(ca_files[name]))
 
-    with tls_server(
+    with server_process(
         tmp_path,
+        ready=False,  # the plaintext health check cannot reach it
+        log_format="json",
         data_dir=str(tmp_path / "data"),
         tls_cert_file=str(live.cert),
         tls_key_file=str(live.key),
         tls_client_ca_file=str(client_ca_file),
         api_keys_file=str(keys),
         principal_roles=json.dumps({CI: ["corpus:read"]}),
-    ) as (process, port, log_path):
-        assert await _health(port, server_ca, ci, wait_s=90) == "SERVING", log_path.read_text()
+    ) as server:
+        port = server.port
+        assert await _health(port, server_ca, ci, wait_s=90) == "SERVING", server.log()
 
         # A client stream in flight on the current certificate's connection.
         async with _channel(port, server_ca, ci) as channel:
@@ -139,7 +116,7 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
             _replace(rotated.cert, live.cert)
             _replace(rotated.key, live.key)
             rotated_at = time.monotonic()
-            process.send_signal(signal.SIGHUP)
+            server.process.send_signal(signal.SIGHUP)
             new_ca_works = ""
             while time.monotonic() - rotated_at < 10:
                 new_ca_works = await _health(port, next_ca, ci)
@@ -151,7 +128,7 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
 
             # A broken certificate on the next SIGHUP is refused; the rotated one serves on.
             live.cert.write_text("-----BEGIN CERTIFICATE-----\nbroken\n")
-            process.send_signal(signal.SIGHUP)
+            server.process.send_signal(signal.SIGHUP)
             await asyncio.sleep(0.5)
             after_broken = await _health(port, next_ca, ci)
 
@@ -218,7 +195,7 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
             *ragagent, "ingest", str(pages), "--prune", *cli_tls, env=clean_env()
         )
 
-    log = log_path.read_text()
+    log = server.log()
     assert new_ca_works == "SERVING", log
     assert rotation_s < 2.0
     print(f"new certificate served {rotation_s * 1000:.0f} ms after SIGHUP")

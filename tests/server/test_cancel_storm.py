@@ -22,14 +22,7 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from tests.helpers import local_embedder
-from tests.server.process_support import (
-    REPO,
-    ServerProcess,
-    ingest,
-    model_process,
-    server_process,
-    wait_serving,
-)
+from tests.processes import REPO, ServerProcess, ingest_folder, model_process, server_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -42,13 +35,12 @@ CONCURRENCY = 20
 def agentic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     local_embedder()  # skips where the model is not provisioned
     data_dir = tmp_path_factory.mktemp("data")
-    ingest(data_dir, REPO / "docs")
+    ingest_folder(data_dir, REPO / "docs")
     with (
-        model_process(deltas=60, interval=0.01) as base_url,
+        model_process(deltas=60, interval=0.01) as model,
         server_process(
             data_dir,
-            data_dir=str(data_dir),
-            llm_base_url=base_url,
+            llm_base_url=model.base_url,
             llm_api_key="test",
             llm_model="fake-model",
             agent_strategy="agentic",
@@ -113,8 +105,8 @@ async def _answers(target: str) -> agent_pb2.AgentResponse:
 
 
 def _assert_alive_and_answering(server: ServerProcess) -> None:
-    assert server.alive(), f"the server died:\n{server.log()[-4000:]}"
-    wait_serving(server.target, timeout=10)
+    assert server.alive(), server.describe_death()
+    server.wait_ready(timeout=10)
     final = asyncio.run(_answers(server.target))
     assert final.status == agent_pb2.RESPONSE_STATUS_SUCCESS, final
     assert final.answer

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from service.config import describe_settings
-from tests.commands.processes import environment, ragagent_server
 from tests.corpus.support import write_pages
 from tests.helpers import local_embedder
+from tests.processes import command_env, server_process
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -99,7 +99,7 @@ def test_every_readme_command_works_against_a_real_server(tmp_path: Path) -> Non
         done = subprocess.run(
             _argv(command, address, corpus),
             cwd=ROOT,
-            env=environment(data, RAGAGENT_ADDRESS=address),
+            env=command_env(data, address=address),
             capture_output=True,
             text=True,
             timeout=120,
@@ -110,8 +110,8 @@ def test_every_readme_command_works_against_a_real_server(tmp_path: Path) -> Non
 
     for command in ingests:  # before the server: the embedded store is single-process
         run(command, README_ADDRESS)
-    with ragagent_server(data) as address:
-        printed = {command: run(command, address).stdout for command in others}
+    with server_process(data, log_format="json", embedding_threads="2") as server:
+        printed = {command: run(command, server.target).stdout for command in others}
     listed = next(out for command, out in printed.items() if command.endswith(" list"))
     assert "ragagent.v1.AgentService" in listed
     retrieved = [json.loads(out) for command, out in printed.items() if "Retrieve" in command]
@@ -126,7 +126,7 @@ def test_ask_json_has_the_field_names_grpcurl_prints(tmp_path: Path) -> None:
         pytest.skip("grpcurl is not installed in .venv/bin: run `make setup`")
     corpus = write_pages(tmp_path / "docs")
     data = tmp_path / "data"
-    env = environment(data)
+    env = command_env(data)
     question = "What does URDF describe?"
     ingest = subprocess.run(
         [sys.executable, "-m", "service.cli", "ingest", str(corpus)],
@@ -137,7 +137,8 @@ def test_ask_json_has_the_field_names_grpcurl_prints(tmp_path: Path) -> None:
         check=False,
     )
     assert ingest.returncode == 0
-    with ragagent_server(data) as address:
+    with server_process(data, log_format="json", embedding_threads="2") as server:
+        address = server.target
         ask = [sys.executable, "-m", "service.cli", "ask", "--address", address, "--json"]
         ours = subprocess.run(
             [*ask, question], cwd=ROOT, env=env, capture_output=True, timeout=60, check=True

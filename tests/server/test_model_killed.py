@@ -8,9 +8,7 @@ ERROR and then UNAVAILABLE / MODEL_STREAM_INTERRUPTED, while the server keeps se
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -26,16 +24,12 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc, corpus_pb2, corpus_pb2_grpc
 
 from tests.contract.streams import answer_text, check_stream
 from tests.helpers import local_embedder
+from tests.processes import REPO, SMALL_CORPUS, ServerProcess, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-REPO = Path(__file__).resolve().parents[2]
 QUESTION = "What does a URDF file describe?"
-DOCUMENT = corpus_pb2.Document(
-    path="m1/urdf.md",
-    content="# URDF\n\nURDF is an XML format that describes a robot. It lists the links of the "
-    "robot. Joints connect the links and say how they move.\n",
-)
+DOCUMENT = corpus_pb2.Document(path="m1/urdf.md", content=SMALL_CORPUS["m1/urdf.md"])
 # The scripted fake as a process: one long, slow answer; prints its port, serves until killed.
 MODEL_SCRIPT = textwrap.dedent(
     """
@@ -53,12 +47,6 @@ MODEL_SCRIPT = textwrap.dedent(
     asyncio.run(main())
     """
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
@@ -87,42 +75,16 @@ async def _model() -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
 @asynccontextmanager
 async def _server(
     data_dir: Path, llm_base_url: str
-) -> AsyncIterator[tuple[asyncio.subprocess.Process, grpc.aio.Channel]]:
-    """``ragagent serve`` configured through RAGAGENT_* variables, serving, with a channel."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGAGENT_")}
-    env |= {
-        "RAGAGENT_DATA_DIR": str(data_dir),
-        "RAGAGENT_ADDRESS": f"127.0.0.1:{port}",
-        "RAGAGENT_LLM_BASE_URL": llm_base_url,
-        "RAGAGENT_AGENT_STRATEGY": "retrieve_first",
-    }
-    with (data_dir / "server.log").open("wb") as log:
-        serve = ("-m", "service.cli", "serve")
-        async with (
-            _process(sys.executable, *serve, env=env, stdout=log, stderr=log) as server,
-            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
-        ):
-            await _serving(server, channel, data_dir / "server.log")
-            yield server, channel
-
-
-async def _serving(
-    server: asyncio.subprocess.Process, channel: grpc.aio.Channel, log: Path
-) -> None:
-    """Waits until the server is SERVING; fails at once, with its log, if it exits first."""
-    health = health_pb2_grpc.HealthStub(channel)
-    check = asyncio.ensure_future(
-        health.Check(health_pb2.HealthCheckRequest(), timeout=90, wait_for_ready=True)
+) -> AsyncIterator[tuple[ServerProcess, grpc.aio.Channel]]:
+    """``ragagent serve`` as a process of its own, serving, with a channel."""
+    server = await asyncio.to_thread(
+        start_server, data_dir, llm_base_url=llm_base_url, agent_strategy="retrieve_first"
     )
-    exited = asyncio.ensure_future(server.wait())
-    await asyncio.wait({check, exited}, return_when=asyncio.FIRST_COMPLETED)
-    if exited.done():
-        check.cancel()
-        text = await asyncio.to_thread(log.read_text)
-        pytest.fail(f"ragagent serve exited with {server.returncode}:\n{text}")
-    exited.cancel()
-    assert (await check).status == health_pb2.HealthCheckResponse.SERVING
+    try:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            yield server, channel
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 async def _read_until_killed(
@@ -154,8 +116,8 @@ async def test_a_model_killed_mid_answer_is_interrupted_and_the_server_lives_on(
         events, error = await _read_until_killed(call, model)
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
-        alive = server.returncode is None
-    server_log = (tmp_path / "server.log").read_text(errors="replace")
+        alive = server.alive()
+    server_log = server.log()
 
     assert model.returncode == -signal.SIGKILL
     assert error.code() == grpc.StatusCode.UNAVAILABLE, server_log

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -17,12 +15,7 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc
 from service.config import Settings
 from service.server import AgentServer, Runtime
 from tests.helpers import local_embedder
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.processes import clean_env, free_port
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -30,9 +23,8 @@ async def test_a_signal_drains_the_server_and_exits_zero(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
     local_embedder()  # skips where the model is not provisioned
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGAGENT_")}
-    env |= {"RAGAGENT_DATA_DIR": str(tmp_path), "RAGAGENT_ADDRESS": f"127.0.0.1:{port}"}
+    port = free_port()
+    env = clean_env(data_dir=str(tmp_path), address=f"127.0.0.1:{port}")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

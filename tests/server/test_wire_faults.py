@@ -24,7 +24,7 @@ from grpc_status import rpc_status
 from ragagent.v1 import agent_pb2, corpus_pb2, session_pb2
 
 from tests.helpers import local_embedder
-from tests.server.process_support import REPO, ServerProcess, clean_env, server_process
+from tests.processes import REPO, ServerProcess, clean_env, server_process
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ GARBAGE = [b"\xff" * 12, b"\x0a\x7fshort"]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     local_embedder()  # skips where the model is not provisioned
     data_dir = tmp_path_factory.mktemp("data")
-    with server_process(data_dir, data_dir=str(data_dir), log_format="json") as running:
+    with server_process(data_dir, log_format="json") as running:
         yield running
 
 
