@@ -5,10 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fakes.openai_server import FakeOpenAI
 
 SHARED_CORPUS = (
     Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "physical-ai-book"
@@ -53,6 +56,13 @@ def _forbid_network(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in list(os.environ):
         if var.startswith("RAGAGENT_"):
             monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    """The scripted OpenAI-compatible fake on a loopback port (tests/fakes/openai_server.py)."""
+    async with FakeOpenAI() as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -46,6 +46,30 @@ def make_chunk(document_id: str, text: str, *, position: int = 0, **payload: obj
     )
 
 
+# Three pages of a small book, one chunk each, for questions with answers and sources.
+BOOKLET = [
+    make_chunk(
+        "m1/urdf.md",
+        "URDF is an XML format that describes a robot. It lists the links of the robot. "
+        "Joints connect the links and say how they move.",
+        title="URDF",
+        module="m1",
+    ),
+    make_chunk(
+        "m1/ros2.md",
+        "ROS 2 nodes exchange messages over topics. The middleware underneath is DDS.",
+        title="ROS 2",
+        module="m1",
+    ),
+    make_chunk(
+        "m4/whisper.md",
+        "Whisper converts speech into text so that a robot can follow spoken commands.",
+        title="Whisper",
+        module="m4",
+    ),
+]
+
+
 async def add_documents(runtime: Runtime, chunks: Sequence[Chunk]) -> None:
     """Stores one-chunk documents with real embeddings (ingestion has its own tests)."""
     vectors = await runtime.embedder.embed_documents([c.text for c in chunks])
@@ -68,14 +92,21 @@ class Running:
 
 @asynccontextmanager
 async def running_server(
-    data_dir: Path, *, embedder: Embedder | None = None, **overrides: object
+    data_dir: Path,
+    *,
+    embedder: Embedder | None = None,
+    documents: Sequence[Chunk] = (),
+    **overrides: object,
 ) -> AsyncIterator[Running]:
-    """The real server on port 0 over an embedded store in ``data_dir``, with a channel."""
+    """The real server on port 0 over an embedded store in ``data_dir`` holding
+    ``documents`` (see add_documents), with a channel."""
     settings = Settings(address="127.0.0.1:0", data_dir=data_dir, **overrides)  # type: ignore[arg-type]
     runtime = await Runtime.open(settings, embedder=embedder or local_embedder())
     server = AgentServer(settings, runtime)
     try:
         port = await server.start()
+        if documents:
+            await add_documents(runtime, documents)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             yield Running(settings, runtime, server, port, channel)
     finally:

@@ -62,12 +62,6 @@ def debug_logging() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-@pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as fake:
-        yield fake
-
-
 async def _conversation(channel: grpc.aio.Channel, key: str) -> None:
     md = bearer(key)
 

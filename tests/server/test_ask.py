@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -17,35 +16,7 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
 from tests.contract.streams import answer_text, check_stream
 from tests.fakes.openai_script import ChatReply, ErrorReply, ToolCallScript
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import Running, add_documents, make_chunk, running_server
-
-BOOKLET = [
-    make_chunk(
-        "m1/urdf.md",
-        "URDF is an XML format that describes a robot. It lists the links of the robot. "
-        "Joints connect the links and say how they move.",
-        title="URDF",
-        module="m1",
-    ),
-    make_chunk(
-        "m1/ros2.md",
-        "ROS 2 nodes exchange messages over topics. The middleware underneath is DDS.",
-        title="ROS 2",
-        module="m1",
-    ),
-    make_chunk(
-        "m4/whisper.md",
-        "Whisper converts speech into text so that a robot can follow spoken commands.",
-        title="Whisper",
-        module="m4",
-    ),
-]
-
-
-@pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as fake:
-        yield fake
+from tests.helpers import BOOKLET, Running, running_server
 
 
 def _stub(srv: Running) -> agent_pb2_grpc.AgentServiceStub:
@@ -75,8 +46,7 @@ def _status_detail(error: grpc.aio.AioRpcError, kind: type) -> object:
 
 
 async def test_extractive_answer_streams_cited_sentences(tmp_path: Path) -> None:
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, documents=BOOKLET) as srv:
         events = await _stream(srv, query="What does a URDF file describe?")
     check_stream(events)
     final = events[-1].completed
@@ -92,8 +62,7 @@ async def test_extractive_answer_streams_cited_sentences(tmp_path: Path) -> None
 
 
 async def test_ask_returns_what_ask_stream_ends_with(tmp_path: Path) -> None:
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, documents=BOOKLET) as srv:
         streamed = (await _stream(srv, query="Which middleware does ROS 2 use?"))[-1].completed
         answered = await _stub(srv).Ask(
             agent_pb2.QuestionRequest(query="Which middleware does ROS 2 use?"), timeout=30
@@ -105,8 +74,7 @@ async def test_ask_returns_what_ask_stream_ends_with(tmp_path: Path) -> None:
 
 
 async def test_nothing_relevant_gives_no_answer(tmp_path: Path) -> None:
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, documents=BOOKLET) as srv:
         events = await _stream(srv, query="How long should sourdough bread be baked?")
     check_stream(events)
     final = events[-1].completed
@@ -128,8 +96,7 @@ async def test_agentic_run_calls_the_tool_and_streams_a_cited_answer(
         ),
         ChatReply.text("A URDF file lists the links and joints of a robot [1].", pieces=5),
     )
-    async with running_server(tmp_path, llm_base_url=fake_llm.base_url) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, llm_base_url=fake_llm.base_url, documents=BOOKLET) as srv:
         events = await _stream(srv, query="What does a URDF file describe?")
     check_stream(events)
     final = events[-1].completed
@@ -151,8 +118,9 @@ async def test_model_rate_limit_maps_to_resource_exhausted(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script_chat(*[ErrorReply(429, "Rate limit reached", retry_after=0.01)] * 4)
-    async with running_server(tmp_path, llm_base_url=fake_llm.base_url, llm_max_retries=0) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(
+        tmp_path, llm_base_url=fake_llm.base_url, llm_max_retries=0, documents=BOOKLET
+    ) as srv:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await _stub(srv).Ask(
                 agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=30
@@ -164,8 +132,7 @@ async def test_model_rate_limit_maps_to_resource_exhausted(
 
 async def test_rejected_api_key_names_the_setting(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.script_chat(ErrorReply(401, "Incorrect API key provided"))
-    async with running_server(tmp_path, llm_base_url=fake_llm.base_url) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, llm_base_url=fake_llm.base_url, documents=BOOKLET) as srv:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await _stream(srv, query="What does a URDF file describe?")
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -179,9 +146,8 @@ async def test_cancelling_mid_answer_closes_the_model_stream_and_records_the_tur
         ChatReply.text("URDF " * 40, pieces=40, delta_interval=0.1),
     )
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         baseline = len(asyncio.all_tasks())
         call = _stub(srv).AskStream(
             agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=30
@@ -229,9 +195,8 @@ async def test_a_session_continues_and_the_model_sees_the_earlier_turn(
         ChatReply.text("Joints connect links [1]."),
     )
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         user = (("x-user-id", "alice"),)
         first = (await _stream(srv, user, query="What does a URDF file describe?"))[-1].completed
         second = (
@@ -274,9 +239,8 @@ async def test_an_unknown_session_is_not_found_with_resource_info(tmp_path: Path
 async def test_the_deadline_reaches_the_model_call(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.script_chat(ChatReply.text("Too late.", delay=5))
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         call = _stub(srv).AskStream(
             agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=1.5
         )
@@ -297,9 +261,8 @@ async def test_ask_past_its_deadline_is_deadline_exceeded(
 ) -> None:
     fake_llm.script_chat(ChatReply.text("Too late.", delay=5))
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await _stub(srv).Ask(
                 agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=1.5

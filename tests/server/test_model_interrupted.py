@@ -8,7 +8,6 @@ ends before the finish reason, an empty HTTP 200, a reset and a truncated chunk.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -18,29 +17,16 @@ from grpc_status import rpc_status
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.sessions.records import RunStatus
+from tests import helpers
 from tests.contract.streams import answer_text, check_stream
 from tests.fakes.openai_script import ChatReply, ToolCallScript
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import Running, add_documents, make_chunk, running_server
+from tests.helpers import Running, running_server
 
 QUESTION = "What does a URDF file describe?"
 FOLLOW_UP = "How do joints connect the links of a robot?"
-BOOKLET = [
-    make_chunk(
-        "m1/urdf.md",
-        "URDF is an XML format that describes a robot. It lists the links of the robot. "
-        "Joints connect the links and say how they move.",
-        title="URDF",
-        module="m1",
-    ),
-]
+BOOKLET = helpers.BOOKLET[:1]  # the URDF page alone
 PIECES = ["A URDF file ", "describes ", "the links ", "of a robot [1]."]
-
-
-@pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as fake:
-        yield fake
 
 
 async def _ask_stream(
@@ -92,9 +78,8 @@ async def test_an_interrupted_answer_ends_with_error_after_its_partial_text(
 ) -> None:
     fake_llm.script_chat(reply)
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         events, error = await _ask_stream(srv, query=QUESTION)
         final = events[-1].completed
         status, stored = await _turn_status(srv, final.session_id)
@@ -112,9 +97,8 @@ async def test_an_interrupted_answer_ends_with_error_after_its_partial_text(
 async def test_ask_reports_the_interruption_too(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.script_chat(ChatReply(deltas=PIECES, end_after=2))
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await agent_pb2_grpc.AgentServiceStub(srv.channel).Ask(
                 agent_pb2.QuestionRequest(query=QUESTION), timeout=30
@@ -131,9 +115,8 @@ async def test_the_next_turn_does_not_replay_the_partial_answer(
         ChatReply.text("Joints connect the links [1]."),
     )
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         events, _ = await _ask_stream(srv, query=QUESTION)
         session_id = events[-1].completed.session_id
         call = agent_pb2_grpc.AgentServiceStub(srv.channel).AskStream(
@@ -154,8 +137,7 @@ async def test_an_interruption_after_a_tool_round_keeps_the_calls(
         ChatReply.calls(ToolCallScript("qdrant_retrieval", json.dumps({"query": "URDF links"}))),
         ChatReply(deltas=PIECES, drop_after=2),
     )
-    async with running_server(tmp_path, llm_base_url=fake_llm.base_url) as srv:
-        await add_documents(srv.runtime, BOOKLET)
+    async with running_server(tmp_path, llm_base_url=fake_llm.base_url, documents=BOOKLET) as srv:
         events, error = await _ask_stream(srv, query=QUESTION)
     assert _reason(error) == "MODEL_STREAM_INTERRUPTED"
     check_stream(events)
@@ -170,9 +152,8 @@ async def test_a_model_that_says_nothing_is_an_empty_answer_error(
 ) -> None:
     fake_llm.script_chat(ChatReply(deltas=[]))
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first"
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
     ) as srv:
-        await add_documents(srv.runtime, BOOKLET)
         events, error = await _ask_stream(srv, query=QUESTION)
         final = events[-1].completed
         status, stored = await _turn_status(srv, final.session_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -33,12 +32,6 @@ async def _ask(
 ) -> agent_pb2.AgentResponse:
     stub = agent_pb2_grpc.AgentServiceStub(channel)
     return await stub.Ask(agent_pb2.QuestionRequest(query=query, session_id=session_id), timeout=30)
-
-
-@pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as fake:
-        yield fake
 
 
 async def test_a_restarted_server_continues_the_conversation(
