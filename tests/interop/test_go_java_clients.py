@@ -15,48 +15,27 @@ packages are listed in scripts/build-clients.sh and docs/clients.md).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers import Running, add_documents, make_chunk, running_server
+from tests.helpers import Running
+from tests.interop.support import (
+    BUILD,
+    BUILD_TIMEOUT_S,
+    EXIT_OK,
+    EXIT_RPC_ERROR,
+    EXIT_TOOLCHAIN,
+    INVALID_ARGUMENT,
+    PROJECT_ROOT,
+    THIRD_PARTY_PROTOS,
+    run_client,
+)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-BUILD = PROJECT_ROOT / "scripts" / "build-clients.sh"
 BUF = PROJECT_ROOT / ".venv" / "bin" / "buf"
-THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
-
-EXIT_OK = 0
-EXIT_RPC_ERROR = 3
-EXIT_TOOLCHAIN = 4
-INVALID_ARGUMENT = 3
-BUILD_TIMEOUT_S = 300.0
-CLIENT_TIMEOUT_S = 60.0
 
 pytestmark = pytest.mark.slow
-
-DOCS = [
-    make_chunk(
-        "module-01/ros2.md",
-        "ROS 2 uses DDS as the middleware that carries messages between nodes.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/ros2",
-        title="ROS 2",
-    ),
-    make_chunk(
-        "module-01/urdf.md",
-        "A URDF file describes the links and joints of a robot in XML.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/urdf",
-        title="URDF",
-    ),
-]
 
 
 def _build(language: str, out: Path) -> None:
@@ -99,47 +78,6 @@ def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 def client(request: pytest.FixtureRequest) -> list[str]:
     command: list[str] = request.getfixturevalue(f"{request.param}_client")
     return command
-
-
-@dataclass
-class ClientResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
-
-    def describe(self) -> str:
-        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
-
-
-async def run_client(command: list[str], target: str, *args: str) -> ClientResult:
-    """Runs a client without blocking the event loop the in-process server serves on."""
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        "--address",
-        target,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        pytest.fail(f"{command[0]} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
-    assert process.returncode is not None
-    return ClientResult(process.returncode, stdout.decode(), stderr.decode())
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    """The real server on port 0 over an embedded store holding DOCS."""
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, DOCS)
-        yield srv
 
 
 async def test_ask_stream(client: list[str], server: Running) -> None:

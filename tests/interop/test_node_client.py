@@ -11,36 +11,31 @@ Needs `node` and `npm` (skips without them) and the npm registry the first time,
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import Running, add_documents, make_chunk, running_server
+from service.domain import Chunk
+from tests.helpers import Running, make_chunk
+from tests.interop import support
+from tests.interop.support import (
+    DOCS,
+    EXIT_OK,
+    EXIT_RPC_ERROR,
+    INTEROP_DIR,
+    INVALID_ARGUMENT,
+    NODE,
+    NPM,
+    THIRD_PARTY_PROTOS,
+    UNIMPLEMENTED,
+    ClientResult,
+)
 
-INTEROP_DIR = Path(__file__).resolve().parent
-PROJECT_ROOT = INTEROP_DIR.parents[1]
 CLIENT = INTEROP_DIR / "client.mjs"
-THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
-
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
-
-# Exit codes of client.mjs.
-EXIT_OK = 0
-EXIT_RPC_ERROR = 3
-# gRPC status codes.
-INVALID_ARGUMENT = 3
-UNIMPLEMENTED = 12
-
-CLIENT_TIMEOUT_S = 60.0
 NPM_TIMEOUT_S = 300.0
 
 pytestmark = pytest.mark.skipif(
@@ -48,29 +43,18 @@ pytestmark = pytest.mark.skipif(
     reason="Node.js interop tests need `node` and `npm` on PATH (not found)",
 )
 
-DOCS = [
-    make_chunk(
-        "module-01/ros2.md",
-        "ROS 2 uses DDS as the middleware that carries messages between nodes.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/ros2",
-        title="ROS 2",
-    ),
-    make_chunk(
-        "module-01/urdf.md",
-        "A URDF file describes the links and joints of a robot in XML.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/urdf",
-        title="URDF",
-    ),
-    make_chunk(
-        "module-04/whisper.md",
-        "Whisper turns spoken commands into text for the robot to act on.",
-        module="module-04",
-        url="https://book.dev/docs/module-04/whisper",
-        title="Whisper",
-    ),
-]
+WHISPER = make_chunk(
+    "module-04/whisper.md",
+    "Whisper turns spoken commands into text for the robot to act on.",
+    module="module-04",
+    url="https://book.dev/docs/module-04/whisper",
+    title="Whisper",
+)
+
+
+@pytest.fixture
+def documents() -> list[Chunk]:
+    return [*DOCS, WHISPER]
 
 
 @pytest.fixture(scope="session")
@@ -103,53 +87,17 @@ def node_client() -> Path:
     return CLIENT
 
 
-@dataclass
-class ClientResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def json_lines(self) -> list[Any]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
-
-    def describe(self) -> str:
-        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
-
-
 async def run_client(
     client: Path, target: str, command: str, request: dict[str, Any] | None = None
 ) -> ClientResult:
-    """Runs client.mjs without blocking the event loop the in-process server serves on."""
+    """client.mjs ``command`` with ``request`` as JSON, a 30 s deadline and no colours."""
     assert NODE is not None
-    args = [str(client), "--address", target, "--deadline", "30", command]
+    args = ["--deadline", "30", command]
     if request is not None:
         args.append(json.dumps(request))
-    process = await asyncio.create_subprocess_exec(
-        NODE,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1"},
+    return await support.run_client(
+        [NODE, str(client)], target, *args, env={**os.environ, "NO_COLOR": "1"}
     )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        pytest.fail(f"client.mjs {command} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
-    assert process.returncode is not None
-    return ClientResult(process.returncode, stdout.decode(), stderr.decode())
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    """The real server on port 0 over an embedded store holding DOCS."""
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, DOCS)
-        yield srv
 
 
 async def test_health_check_reports_serving(node_client: Path, server: Running) -> None:
@@ -235,14 +183,14 @@ async def test_ask_stream_events_from_node(node_client: Path, server: Running) -
         {"query": "Which middleware does ROS 2 rely on?"},
     )
     if result.returncode == EXIT_RPC_ERROR:
-        code = result.json_lines()[-1]["code"]
+        code = result.lines()[-1]["code"]
         if code == UNIMPLEMENTED:
             pytest.skip("AskStream not implemented yet")
         if not _servicer_implements("AskStream"):
             # The interceptor maps the generated stub's NotImplementedError to INTERNAL.
             pytest.skip(f"AskStream not implemented yet (the server answered code {code})")
     assert result.returncode == EXIT_OK, result.describe()
-    events = result.json_lines()
+    events = result.lines()
     assert events, result.describe()
     kinds = [e["event"] for e in events]
     assert kinds[0] == "run_started"

@@ -15,55 +15,34 @@ package-lock.json changes).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
 import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers import Running, add_documents, make_chunk, running_server
+from tests.helpers import Running
+from tests.interop import support
+from tests.interop.support import (
+    BUILD,
+    BUILD_TIMEOUT_S,
+    EXIT_OK,
+    EXIT_RPC_ERROR,
+    INTEROP_DIR,
+    INVALID_ARGUMENT,
+    NODE,
+    NPM,
+    PROJECT_ROOT,
+    THIRD_PARTY_PROTOS,
+    ClientResult,
+)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-TS_DIR = PROJECT_ROOT / "tests" / "interop" / "ts"
-BUILD = PROJECT_ROOT / "scripts" / "build-clients.sh"
-THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
-
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
-
-EXIT_OK = 0
-EXIT_RPC_ERROR = 3
-INVALID_ARGUMENT = 3
-
-BUILD_TIMEOUT_S = 300.0
-CLIENT_TIMEOUT_S = 60.0
+TS_DIR = INTEROP_DIR / "ts"
 
 pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None,
     reason="TypeScript interop tests need `node` and `npm` on PATH (not found)",
 )
-
-DOCS = [
-    make_chunk(
-        "module-01/ros2.md",
-        "ROS 2 uses DDS as the middleware that carries messages between nodes.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/ros2",
-        title="ROS 2",
-    ),
-    make_chunk(
-        "module-01/urdf.md",
-        "A URDF file describes the links and joints of a robot in XML.",
-        module="module-01",
-        url="https://book.dev/docs/module-01/urdf",
-        title="URDF",
-    ),
-]
 
 
 @pytest.fixture(scope="session")
@@ -107,47 +86,9 @@ def ts_client() -> Path:
     return TS_DIR / "dist" / "client.js"
 
 
-@dataclass
-class ClientResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
-
-    def describe(self) -> str:
-        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
-
-
 async def run_client(client: Path, target: str, *args: str) -> ClientResult:
-    """Runs the compiled client without blocking the event loop the server serves on."""
     assert NODE is not None
-    process = await asyncio.create_subprocess_exec(
-        NODE,
-        str(client),
-        "--address",
-        target,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        pytest.fail(f"client.js {args} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
-    assert process.returncode is not None
-    return ClientResult(process.returncode, stdout.decode(), stderr.decode())
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    """The real server on port 0 over an embedded store holding DOCS."""
-    async with running_server(tmp_path) as srv:
-        await add_documents(srv.runtime, DOCS)
-        yield srv
+    return await support.run_client([NODE, str(client)], target, *args)
 
 
 async def test_ask_stream_from_typescript(ts_client: Path, server: Running) -> None:

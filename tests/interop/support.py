@@ -1,0 +1,93 @@
+"""What the interop tests share: the paths, the clients' exit codes, running a client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import make_chunk
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+INTEROP_DIR = PROJECT_ROOT / "tests" / "interop"
+BUILD = PROJECT_ROOT / "scripts" / "build-clients.sh"
+THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
+
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+
+# Exit codes of every client.
+EXIT_OK = 0
+EXIT_RPC_ERROR = 3
+EXIT_TOOLCHAIN = 4  # build-clients.sh: a language's toolchain is not installed
+# gRPC status codes.
+INVALID_ARGUMENT = 3
+UNIMPLEMENTED = 12
+
+BUILD_TIMEOUT_S = 300.0
+CLIENT_TIMEOUT_S = 60.0
+
+# What the server holds (the ``documents`` fixture of conftest.py).
+DOCS = [
+    make_chunk(
+        "module-01/ros2.md",
+        "ROS 2 uses DDS as the middleware that carries messages between nodes.",
+        module="module-01",
+        url="https://book.dev/docs/module-01/ros2",
+        title="ROS 2",
+    ),
+    make_chunk(
+        "module-01/urdf.md",
+        "A URDF file describes the links and joints of a robot in XML.",
+        module="module-01",
+        url="https://book.dev/docs/module-01/urdf",
+        title="URDF",
+    ),
+]
+
+
+@dataclass
+class ClientResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def lines(self) -> list[Any]:
+        """One JSON value a line of stdout."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    def describe(self) -> str:
+        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
+
+
+async def run_client(
+    command: Sequence[str], target: str, *args: str, env: Mapping[str, str] | None = None
+) -> ClientResult:
+    """Runs ``command --address target args`` without blocking the event loop the
+    in-process server serves on; fails the test after CLIENT_TIMEOUT_S."""
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        "--address",
+        target,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), CLIENT_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        pytest.fail(f"{' '.join([*command, *args])} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
+    assert process.returncode is not None
+    return ClientResult(process.returncode, stdout.decode(), stderr.decode())
