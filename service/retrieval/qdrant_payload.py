@@ -14,7 +14,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from service.datadir import private_dir
-from service.domain import Chunk, DocumentSummary, SearchFilters
+from service.domain import Chunk, SearchFilters
 from service.errors import StoreLocked
 
 _CHUNK_FIELDS = {f.name for f in fields(Chunk)}
@@ -69,31 +69,6 @@ def complete_documents(records: Sequence[models.Record]) -> dict[str, str]:
         for doc, (hashes, counts, n) in seen.items()
         if len(hashes) == 1 and counts == {n}
     }
-
-
-def summarise_documents(
-    records: Sequence[models.Record], *, after: str, limit: int
-) -> list[DocumentSummary]:
-    """One summary per document with id > after, ordered by id, at most ``limit``."""
-    docs: dict[str, DocumentSummary] = {}
-    for record in records:
-        p = record.payload or {}
-        doc_id = str(p.get("document_id", ""))
-        if doc_id <= after:
-            continue
-        known = docs.get(doc_id)
-        moments = [m for m in (parse_time(p.get("created_at")), known and known.ingested_at) if m]
-        docs[doc_id] = DocumentSummary(
-            document_id=doc_id,
-            document_hash=str(p.get("document_hash", "")),
-            chunk_count=(known.chunk_count if known else 0) + 1,
-            url=str(p.get("url", "")),
-            title=str(p.get("title", "")),
-            module=str(p.get("module", "")),
-            chapter=str(p.get("chapter", "")),
-            ingested_at=max(moments, default=None),
-        )
-    return [docs[key] for key in sorted(docs)[:limit]]
 
 
 def match_value(key: str, value: str) -> models.FieldCondition:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
-from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
@@ -29,13 +28,12 @@ from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_calls import QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
     chunk_from_payload,
-    complete_documents,
     match_value,
     open_qdrant_client,
-    summarise_documents,
     to_filter,
     url_prefixes,
 )
+from service.retrieval.qdrant_records import DocumentRecords
 
 __all__ = ["QdrantStore", "open_qdrant_client"]
 
@@ -68,6 +66,7 @@ class QdrantStore:
         self._payload_indexes = payload_indexes
         self._embedder = embedder
         self._collection = collection
+        self._records = DocumentRecords(self._calls, collection)
 
     @property
     def collection(self) -> str:
@@ -87,6 +86,7 @@ class QdrantStore:
             payload_indexes=self._payload_indexes,
             deadline=deadline,
         )
+        await self._records.ensure(deadline=deadline)
 
     # --- Retriever ---------------------------------------------------------------------
 
@@ -182,39 +182,9 @@ class QdrantStore:
 
     # --- ChunkStore --------------------------------------------------------------------
 
-    async def _scroll_all(
-        self, scroll_filter: models.Filter | None, payload: list[str], deadline: Deadline | None
-    ) -> list[models.Record]:
-        records: list[models.Record] = []
-        offset: Any = None
-        while True:
-            page, offset = await self._call(
-                partial(
-                    self._client.scroll,
-                    self._collection,
-                    scroll_filter=scroll_filter,
-                    limit=_SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=payload,
-                    with_vectors=False,
-                ),
-                deadline,
-                "scrolling",
-            )
-            records.extend(page)
-            if offset is None:
-                return records
-
     async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
-        """Hashes of the documents whose stored chunks are complete and of one version.
-
-        A document left half-written by an interrupted ingest has chunks of two versions or
-        too few of them; it is left out, so the next ingest writes it again.
-        """
-        records = await self._scroll_all(
-            None, ["document_id", "document_hash", "chunk_count"], deadline
-        )
-        return complete_documents(records)
+        """Hashes of the documents that have a record: those written completely."""
+        return {r.document_id: r.document_hash for r in await self._records.all(deadline=deadline)}
 
     async def replace_document(
         self,
@@ -251,9 +221,14 @@ class QdrantStore:
             must=[match_value("document_id", document_id)],
             must_not=[models.HasIdCondition(has_id=[c.chunk_id for c in chunks])],
         )
-        return await self._delete(stale, deadline)
+        removed = await self._delete(stale, deadline)
+        # Last: the record says the document is whole (see qdrant_records).
+        await self._records.put(document_id, chunks, deadline=deadline)
+        return removed
 
     async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
+        # The record goes first: chunks a crash leaves behind are an incomplete document.
+        await self._records.delete(document_id, deadline=deadline)
         return await self._delete(
             models.Filter(must=[match_value("document_id", document_id)]), deadline
         )
@@ -280,17 +255,12 @@ class QdrantStore:
     async def list_documents(
         self, *, after: str, limit: int, deadline: Deadline | None = None
     ) -> list[DocumentSummary]:
-        records = await self._scroll_all(
-            None,
-            ["document_id", "document_hash", "url", "title", "module", "chapter", "created_at"],
-            deadline,
-        )
-        return summarise_documents(records, after=after, limit=limit)
+        records = [r for r in await self._records.all(deadline=deadline) if r.document_id > after]
+        return sorted(records, key=lambda r: r.document_id)[:limit]
 
     async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        records = await self._scroll_all(None, ["document_id"], deadline)
-        documents = {str((r.payload or {}).get("document_id")) for r in records}
-        return len(documents), len(records)
+        records = await self._records.all(deadline=deadline)
+        return len(records), sum(r.chunk_count for r in records)
 
     async def close(self) -> None:
         await self._calls.close()

@@ -281,3 +281,24 @@ async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(tmp_path: Path) -> N
     finally:
         await store.close()
         await executor.shutdown()
+
+
+async def test_a_server_collection_from_before_records_gets_them_once(tmp_path: Path) -> None:
+    executor = BlockingExecutor(1)
+    store = await open_store("server", tmp_path, WordsEmbedder(), executor)
+    assert isinstance(store, QdrantStore)
+    await put(store, ROBOTS)
+    await put(store, GAZEBO)
+    await put(store, [chunk("half-done", 0, "one of two chunks", count=2)])
+    # As a collection written before records existed: chunks only.
+    await store._calls.run(
+        lambda: store._calls.client.delete_collection("docs__documents"), None, "test"
+    )
+    await store.close()
+    store = await open_store("server", tmp_path, WordsEmbedder(), executor)
+    try:
+        assert await store.document_hashes() == {"ros-nodes": "v1", "sim-gazebo": "v1"}
+        assert await store.count() == (2, 3)
+    finally:
+        await store.close()
+        await executor.shutdown()
