@@ -91,3 +91,40 @@ async def run_client(
         pytest.fail(f"{' '.join([*command, *args])} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
     assert process.returncode is not None
     return ClientResult(process.returncode, stdout.decode(), stderr.decode())
+
+
+def check_ask_stream(result: ClientResult, request_id: str) -> dict[str, Any]:
+    """What a generated client printed for AskStream (proto3 JSON: one event a line, then the
+    headers and trailers): a successful run numbered from 1 whose deltas make up the answer,
+    ``request_id`` in run_started and in both metadata. Returns the completed event."""
+    assert result.returncode == EXIT_OK, result.describe()
+    *lines, metadata = result.lines()
+    events = [line["event"] for line in lines]
+    assert events, result.describe()
+    assert [int(e["sequence"]) for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["runStarted"]["requestId"] == request_id
+    completed: dict[str, Any] = events[-1]["completed"]
+    assert completed["status"] == "RESPONSE_STATUS_SUCCESS"
+    deltas = [e["answerDelta"]["text"] for e in events if "answerDelta" in e]
+    assert deltas
+    assert all(deltas)
+    assert "".join(deltas) == completed["answer"]
+    assert metadata["headers"]["x-request-id"] == request_id
+    assert metadata["trailers"]["x-request-id"] == request_id
+    return completed
+
+
+def check_bad_request(result: ClientResult, fields: list[str]) -> dict[str, Any]:
+    """A client's INVALID_ARGUMENT with ragagent's ErrorInfo and a BadRequest naming
+    ``fields``, each violation described. Returns the error the client printed."""
+    assert result.returncode == EXIT_RPC_ERROR, result.describe()
+    error: dict[str, Any] = result.lines()[-1]["error"]
+    assert error["code"] == INVALID_ARGUMENT
+    [info] = error["errorInfo"]
+    assert info["domain"] == "ragagent.dev"
+    assert info["reason"] == "INVALID_ARGUMENT"
+    [bad_request] = error["badRequest"]
+    violations = bad_request["fieldViolations"]
+    assert sorted(v["field"] for v in violations) == fields
+    assert all(v["description"] for v in violations)
+    return error

@@ -24,12 +24,11 @@ from tests.helpers import Running
 from tests.interop.support import (
     BUILD,
     BUILD_TIMEOUT_S,
-    EXIT_OK,
-    EXIT_RPC_ERROR,
     EXIT_TOOLCHAIN,
-    INVALID_ARGUMENT,
     PROJECT_ROOT,
     THIRD_PARTY_PROTOS,
+    check_ask_stream,
+    check_bad_request,
     run_client,
 )
 
@@ -90,34 +89,13 @@ async def test_ask_stream(client: list[str], server: Running) -> None:
         "interop-42",
         "Which middleware does ROS 2 rely on?",
     )
-    assert result.returncode == EXIT_OK, result.describe()
-    *lines, metadata = result.lines()
-    events = [line["event"] for line in lines]
-    assert events, result.describe()
-    assert [int(e["sequence"]) for e in events] == list(range(1, len(events) + 1))
-    assert events[0]["runStarted"]["requestId"] == "interop-42"
-    completed = events[-1]["completed"]
-    assert completed["status"] == "RESPONSE_STATUS_SUCCESS"
-    deltas = [e["answerDelta"]["text"] for e in events if "answerDelta" in e]
-    assert deltas
-    assert "".join(deltas) == completed["answer"]
+    completed = check_ask_stream(result, "interop-42")
     assert "DDS" in completed["answer"]
-    assert metadata["headers"]["x-request-id"] == "interop-42"
-    assert metadata["trailers"]["x-request-id"] == "interop-42"
 
 
 async def test_bad_request_details(client: list[str], server: Running) -> None:
     result = await run_client(
         client, server.target, "--request-id", "interop-bad", "--max-results", "99", "   "
     )
-    assert result.returncode == EXIT_RPC_ERROR, result.describe()
-    error = result.lines()[-1]["error"]
-    assert error["code"] == INVALID_ARGUMENT
+    error = check_bad_request(result, ["max_results", "query"])
     assert error["requestId"] == "interop-bad"
-    [info] = error["errorInfo"]
-    assert info["domain"] == "ragagent.dev"
-    assert info["reason"] == "INVALID_ARGUMENT"
-    [bad_request] = error["badRequest"]
-    violations = bad_request["fieldViolations"]
-    assert sorted(v["field"] for v in violations) == ["max_results", "query"]
-    assert all(v["description"] for v in violations)

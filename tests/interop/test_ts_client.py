@@ -27,14 +27,14 @@ from tests.interop.support import (
     BUILD,
     BUILD_TIMEOUT_S,
     EXIT_OK,
-    EXIT_RPC_ERROR,
     INTEROP_DIR,
-    INVALID_ARGUMENT,
     NODE,
     NPM,
     PROJECT_ROOT,
     THIRD_PARTY_PROTOS,
     ClientResult,
+    check_ask_stream,
+    check_bad_request,
 )
 
 TS_DIR = INTEROP_DIR / "ts"
@@ -102,42 +102,19 @@ async def test_ask_stream_from_typescript(ts_client: Path, server: Running) -> N
         "ask-stream",
         json.dumps({"query": "Which middleware does ROS 2 rely on?"}),
     )
-    assert result.returncode == EXIT_OK, result.describe()
-    *lines, metadata = result.lines()
-    events = [line["event"] for line in lines]
-    assert events, result.describe()
-    # proto3 JSON: uint64 as strings, oneof members under their JSON names.
-    assert [int(e["sequence"]) for e in events] == list(range(1, len(events) + 1))
-    assert events[0]["runStarted"]["requestId"] == "ts-interop-1"
-    completed = events[-1]["completed"]
+    completed = check_ask_stream(result, "ts-interop-1")
     assert completed["requestId"] == "ts-interop-1"
-    assert completed["status"] == "RESPONSE_STATUS_SUCCESS"
-    deltas = [e["answerDelta"]["text"] for e in events if "answerDelta" in e]
-    assert deltas
-    assert all(deltas)
-    assert "".join(deltas) == completed["answer"]
     assert "DDS" in completed["answer"]
     assert any(s["documentId"] == "module-01/ros2.md" for s in completed["sources"])
-    assert metadata["headers"]["x-request-id"] == "ts-interop-1"
-    assert metadata["trailers"]["x-request-id"] == "ts-interop-1"
 
 
 async def test_bad_request_details_decoded_in_typescript(ts_client: Path, server: Running) -> None:
     result = await run_client(
         ts_client, server.target, "retrieve", json.dumps({"query": "   ", "maxResults": 99})
     )
-    assert result.returncode == EXIT_RPC_ERROR, result.describe()
-    error = result.lines()[-1]["error"]
-    assert error["code"] == INVALID_ARGUMENT
+    error = check_bad_request(result, ["max_results", "query"])
     assert error["codeName"] == "InvalidArgument"
     assert error["requestId"]
-    [info] = error["errorInfo"]
-    assert info["domain"] == "ragagent.dev"
-    assert info["reason"] == "INVALID_ARGUMENT"
-    [bad_request] = error["badRequest"]
-    fields = sorted(v["field"] for v in bad_request["fieldViolations"])
-    assert fields == ["max_results", "query"]
-    assert all(v["description"] for v in bad_request["fieldViolations"])
 
 
 async def test_retrieve_from_typescript(ts_client: Path, server: Running) -> None:

@@ -8,6 +8,7 @@ ends before the finish reason, an empty HTTP 200, a reset and a truncated chunk.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import grpc
@@ -61,6 +62,24 @@ async def _turn_status(srv: Running, session_id: str) -> tuple[RunStatus, str]:
     return turn.status, turn.answer
 
 
+def _retrieve_first(tmp_path: Path, fake_llm: FakeOpenAI) -> AbstractAsyncContextManager[Running]:
+    """The server over BOOKLET, answering with the fake model and the retrieve-first strategy."""
+    return running_server(
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
+    )
+
+
+async def _interrupted_turn(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> tuple[list[agent_pb2.AskStreamResponse], grpc.aio.AioRpcError, RunStatus, str]:
+    """QUESTION over AskStream, a stream that must end with an error status: its events, the
+    error, and the turn's status and answer as the session store recorded them."""
+    async with _retrieve_first(tmp_path, fake_llm) as srv:
+        events, error = await _ask_stream(srv, query=QUESTION)
+        status, stored = await _turn_status(srv, events[-1].completed.session_id)
+    return events, error, status, stored
+
+
 @pytest.mark.parametrize(
     ("reply", "partial"),
     [
@@ -77,12 +96,8 @@ async def test_an_interrupted_answer_ends_with_error_after_its_partial_text(
     tmp_path: Path, fake_llm: FakeOpenAI, reply: ChatReply, partial: str
 ) -> None:
     fake_llm.script_chat(reply)
-    async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
-    ) as srv:
-        events, error = await _ask_stream(srv, query=QUESTION)
-        final = events[-1].completed
-        status, stored = await _turn_status(srv, final.session_id)
+    events, error, status, stored = await _interrupted_turn(tmp_path, fake_llm)
+    final = events[-1].completed
 
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     assert _reason(error) == "MODEL_STREAM_INTERRUPTED"
@@ -96,9 +111,7 @@ async def test_an_interrupted_answer_ends_with_error_after_its_partial_text(
 
 async def test_ask_reports_the_interruption_too(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.script_chat(ChatReply(deltas=PIECES, end_after=2))
-    async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
-    ) as srv:
+    async with _retrieve_first(tmp_path, fake_llm) as srv:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await agent_pb2_grpc.AgentServiceStub(srv.channel).Ask(
                 agent_pb2.QuestionRequest(query=QUESTION), timeout=30
@@ -114,9 +127,7 @@ async def test_the_next_turn_does_not_replay_the_partial_answer(
         ChatReply(deltas=["Links and ", "joints, ", "and also"], end_after=3),
         ChatReply.text("Joints connect the links [1]."),
     )
-    async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
-    ) as srv:
+    async with _retrieve_first(tmp_path, fake_llm) as srv:
         events, _ = await _ask_stream(srv, query=QUESTION)
         session_id = events[-1].completed.session_id
         call = agent_pb2_grpc.AgentServiceStub(srv.channel).AskStream(
@@ -151,12 +162,8 @@ async def test_a_model_that_says_nothing_is_an_empty_answer_error(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script_chat(ChatReply(deltas=[]))
-    async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
-    ) as srv:
-        events, error = await _ask_stream(srv, query=QUESTION)
-        final = events[-1].completed
-        status, stored = await _turn_status(srv, final.session_id)
+    events, error, status, stored = await _interrupted_turn(tmp_path, fake_llm)
+    final = events[-1].completed
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     assert _reason(error) == "MODEL_EMPTY_ANSWER"
     assert "'stop'" in (error.details() or "")
