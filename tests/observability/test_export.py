@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
-from tests.server.process_support import free_port, server_process
+from tests.processes import free_port, server_process
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 TRACEPARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
