@@ -208,7 +208,7 @@ class Settings(BaseSettings):
     retrieval_mode: Literal["dense", "hybrid"] = Field(
         "dense",
         description="dense: embedding similarity alone. hybrid: embedding and BM25 term "
-        "matches fused by rank (RRF); scores stay the embedding's cosine. Embedded store only.",
+        "matches fused by rank (RRF); scores stay the embedding's cosine.",
     )
     reranker: Literal["none", "lexical"] = Field(
         "none",

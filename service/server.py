@@ -147,6 +147,7 @@ async def open_store(
         collection=settings.qdrant_collection,
         timeout=settings.qdrant_timeout,
         term_check=term_check,
+        hybrid=settings.retrieval_mode == "hybrid",
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()

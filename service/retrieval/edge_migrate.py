@@ -127,8 +127,8 @@ async def _copy(
 
 def _dense(record: models.Record) -> list[float]:
     vector: object = record.vector
-    if isinstance(vector, dict):  # a named vector: the store only ever wrote one
-        vector = next(iter(vector.values()))
+    if isinstance(vector, dict):  # named: "dense" beside the sparse "bm25" (or one unnamed)
+        vector = vector.get("dense", next(iter(vector.values()), None))
     if not isinstance(vector, list) or not all(isinstance(x, float) for x in vector):
         raise ValueError(f"point {record.id} has no dense vector")
     return vector

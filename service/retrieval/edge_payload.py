@@ -7,12 +7,24 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 
 from service.domain import Chunk, DocumentSummary, SearchFilters
 from service.retrieval.qdrant_payload import parse_time
 
 RECORD = "document"
+RRF_K = 60  # RRF's usual constant: ranks past a few dozen weigh about the same
+
+
+def cosine(query: Sequence[float], stored: object) -> float:
+    """Cosine of a query vector and a stored dense one (0 when there is none)."""
+    if not isinstance(stored, list) or not stored:
+        return 0.0
+    q = np.asarray(query, dtype=np.float32)
+    v = np.asarray(stored, dtype=np.float32)
+    norms = float(np.linalg.norm(q) * np.linalg.norm(v))
+    return float(np.dot(q, v)) / norms if norms else 0.0
 
 
 def record_id(document_id: str) -> str:

@@ -22,7 +22,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import qdrant_edge as qe
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
@@ -31,6 +30,8 @@ from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
 from service.retrieval.edge_payload import (
     RECORD,
+    RRF_K,
+    cosine,
     document_record,
     is_record,
     match,
@@ -66,7 +67,7 @@ class EdgeStore:
         self._term_check = term_check
         self._bm25 = qe.Bm25()
         self.hybrid = hybrid
-        self.rrf_k = 60  # RRF's usual constant: ranks past a few dozen weigh about the same
+        self.rrf_k = RRF_K
         # Written points sit in a segment searched exhaustively (30 ms at 100k chunks here)
         # until the optimiser indexes them; it runs once writes have been quiet a while.
         self.optimize_after_points = 2000
@@ -183,11 +184,11 @@ class EdgeStore:
             seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
             factor = await self._unknown_term_factor(query, seen, deadline)
         hits = []
-        for payload, cosine in points:
+        for payload, similarity in points:
             chunk = chunk_from_payload(payload)
             if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
                 continue
-            score = max(0.0, min(1.0, cosine)) * factor
+            score = max(0.0, min(1.0, similarity)) * factor
             if score >= threshold:
                 hits.append(ScoredChunk(chunk=chunk, score=score))
         return hits[:limit]
@@ -226,15 +227,13 @@ class EdgeStore:
             with_vector=[DENSE],
         )
         found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
-        q = np.asarray(vector, dtype=np.float32)
-        q /= np.linalg.norm(q) or 1.0
-        scored = []
-        for point in found:
-            stored = point.vector
-            dense = stored.get(DENSE) if isinstance(stored, dict) else None
-            cosine = float(np.dot(q, np.asarray(dense, dtype=np.float32))) if dense else 0.0
-            scored.append((point.payload or {}, cosine))
-        return scored
+        return [
+            (
+                p.payload or {},
+                cosine(vector, p.vector.get(DENSE) if isinstance(p.vector, dict) else None),
+            )
+            for p in found
+        ]
 
     async def _unknown_term_factor(
         self, query: str, retrieved_text: str, deadline: Deadline | None

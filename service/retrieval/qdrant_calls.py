@@ -25,6 +25,8 @@ from service.executor import Blocking
 T = TypeVar("T")
 Request = Callable[[], Coroutine[Any, Any, T]]
 
+DENSE = "dense"
+SPARSE = "bm25"
 # Payload fields the store filters on; indexed on servers (local mode scans anyway).
 KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash")
 
@@ -94,8 +96,12 @@ async def ensure_collection(
     model_name: str,
     payload_indexes: bool,
     deadline: Deadline | None = None,
-) -> None:
-    """Creates the collection for the embedder, or checks that the existing one fits it."""
+) -> bool:
+    """Creates the collection for the embedder, or checks that the existing one fits it.
+
+    True when it has named vectors: ``dense`` and the sparse ``bm25`` that hybrid search
+    needs (every collection made now); False for one made before, with its one unnamed
+    vector, which keeps working for dense search."""
     client = calls.client
     if await calls.run(
         partial(client.collection_exists, collection), deadline, "checking the collection"
@@ -104,19 +110,25 @@ async def ensure_collection(
             partial(client.get_collection, collection), deadline, "reading the collection"
         )
         check_fits(info, collection, dimension=dimension, model_name=model_name)
-        return
+        return isinstance(info.config.params.vectors, dict) and SPARSE in (
+            info.config.params.sparse_vectors or {}
+        )
     await calls.run(
         partial(
             client.create_collection,
             collection,
-            vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+            vectors_config={
+                DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+            },
+            # The engine keeps the IDF part of BM25: documents store term frequencies only.
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             metadata={"embedding_model": model_name},
         ),
         deadline,
         "creating the collection",
     )
-    if not payload_indexes:  # the embedded store ignores them (and warns)
-        return
+    if not payload_indexes:  # local mode ignores them (and warns)
+        return True
     schemas: list[tuple[str, models.PayloadSchemaType | models.TextIndexParams]] = [
         (name, models.PayloadSchemaType.KEYWORD) for name in KEYWORD_INDEXES
     ]
@@ -131,12 +143,15 @@ async def ensure_collection(
             deadline,
             "creating payload indexes",
         )
+    return True
 
 
 def check_fits(
     info: models.CollectionInfo, collection: str, *, dimension: int, model_name: str
 ) -> None:
     params = info.config.params.vectors
+    if isinstance(params, dict):
+        params = params.get(DENSE)
     size = params.size if isinstance(params, models.VectorParams) else None
     distance = params.distance if isinstance(params, models.VectorParams) else None
     stored_model = (info.config.metadata or {}).get("embedding_model")

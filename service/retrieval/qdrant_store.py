@@ -18,14 +18,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
+from typing import Any
 
+import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient, models
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
+from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
+from service.retrieval.edge_payload import RRF_K, cosine
 from service.retrieval.lexical import TermCheck
-from service.retrieval.qdrant_calls import QdrantCalls, ensure_collection
+from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
     chunk_from_payload,
     match_value,
@@ -36,6 +40,8 @@ from service.retrieval.qdrant_payload import (
 from service.retrieval.qdrant_records import DocumentRecords
 
 __all__ = ["QdrantStore", "open_qdrant_client"]
+
+log = get_logger("ragagent.store")
 
 _SCROLL_PAGE = 512
 
@@ -57,6 +63,7 @@ class QdrantStore:
         payload_indexes: bool = True,
         term_check: TermCheck | None = None,
         executor: Blocking | None = None,
+        hybrid: bool = False,
     ) -> None:
         self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
         self._call = self._calls.run
@@ -67,6 +74,9 @@ class QdrantStore:
         self._embedder = embedder
         self._collection = collection
         self._records = DocumentRecords(self._calls, collection)
+        self.hybrid = hybrid
+        self._named = False  # learnt from the collection by ensure_collection()
+        self._bm25 = qe.Bm25()  # the embedded engine's BM25 tokenizer, for the same terms
 
     @property
     def collection(self) -> str:
@@ -78,7 +88,7 @@ class QdrantStore:
 
     async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
         """Creates the collection for the embedder, or checks that the existing one fits it."""
-        await ensure_collection(
+        self._named = await ensure_collection(
             self._calls,
             self._collection,
             dimension=self._embedder.dimension,
@@ -87,6 +97,12 @@ class QdrantStore:
             deadline=deadline,
         )
         await self._records.ensure(deadline=deadline)
+        if self.hybrid and not self._named:
+            log.warning(
+                "hybrid retrieval needs a collection with named dense and bm25 vectors; this "
+                "one predates them, so searches are dense: re-ingest into a new collection",
+                collection=self._collection,
+            )
 
     # --- Retriever ---------------------------------------------------------------------
 
@@ -120,32 +136,80 @@ class QdrantStore:
         # A prefix that does not end at "/" is matched on its last "/" and refined here, so
         # ask for more to still return `limit` hits after refining.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
+        if self.hybrid and self._named and query.strip():
+            points = await self._hybrid(vector, query, fetch, query_filter, deadline)
+        else:
+            response = await self._call(
+                partial(
+                    self._client.query_points,
+                    self._collection,
+                    query=list(vector),
+                    using=DENSE if self._named else None,
+                    limit=fetch,
+                    query_filter=query_filter,
+                    score_threshold=threshold if threshold > 0 else None,
+                    with_payload=True,
+                ),
+                deadline,
+                "searching",
+            )
+            points = [(p.payload or {}, float(p.score)) for p in response.points]
+        factor = 1.0
+        if points and self._term_check is not None:
+            seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
+            factor = await self._unknown_term_factor(query, seen, deadline)
+        hits = []
+        for payload, similarity in points:
+            chunk = chunk_from_payload(payload)
+            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
+                continue
+            score = max(0.0, min(1.0, similarity)) * factor
+            if score >= threshold:
+                hits.append(ScoredChunk(chunk=chunk, score=score))
+        return hits[:limit]
+
+    async def _hybrid(
+        self,
+        vector: Sequence[float],
+        query: str,
+        limit: int,
+        query_filter: models.Filter | None,
+        deadline: Deadline | None,
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Dense and BM25 candidates fused by RRF on the server; scores stay cosine (see
+        :meth:`EdgeStore._hybrid`, which does the same in the embedded engine)."""
+        candidates = max(limit * 4, 20)
+        terms = self._bm25.embed_query(query)
         response = await self._call(
             partial(
                 self._client.query_points,
                 self._collection,
-                query=list(vector),
-                limit=fetch,
-                query_filter=query_filter,
-                score_threshold=threshold if threshold > 0 else None,
+                prefetch=[
+                    models.Prefetch(
+                        query=list(vector), using=DENSE, limit=candidates, filter=query_filter
+                    ),
+                    models.Prefetch(
+                        query=models.SparseVector(indices=terms.indices, values=terms.values),
+                        using=SPARSE,
+                        limit=candidates,
+                        filter=query_filter,
+                    ),
+                ],
+                query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                limit=limit,
                 with_payload=True,
+                with_vectors=[DENSE],
             ),
             deadline,
             "searching",
         )
-        factor = 1.0
-        if response.points and self._term_check is not None:
-            seen = " ".join(str((p.payload or {}).get("text", "")) for p in response.points)
-            factor = await self._unknown_term_factor(query, seen, deadline)
-        hits = []
-        for point in response.points:
-            chunk = chunk_from_payload(point.payload or {})
-            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
-                continue
-            score = max(0.0, min(1.0, float(point.score))) * factor
-            if score >= threshold:
-                hits.append(ScoredChunk(chunk=chunk, score=score))
-        return hits[:limit]
+        return [
+            (
+                p.payload or {},
+                cosine(vector, p.vector.get(DENSE) if isinstance(p.vector, dict) else None),
+            )
+            for p in response.points
+        ]
 
     async def _unknown_term_factor(
         self, query: str, retrieved_text: str, deadline: Deadline | None
@@ -186,6 +250,13 @@ class QdrantStore:
         """Hashes of the documents that have a record: those written completely."""
         return {r.document_id: r.document_hash for r in await self._records.all(deadline=deadline)}
 
+    def _vectors(self, text: str, vector: Sequence[float]) -> Any:
+        if not self._named:
+            return list(vector)
+        terms = self._bm25.embed_document(text)
+        sparse = models.SparseVector(indices=terms.indices, values=terms.values)
+        return {DENSE: list(vector), SPARSE: sparse}
+
     async def replace_document(
         self,
         document_id: str,
@@ -199,7 +270,7 @@ class QdrantStore:
         points = [
             models.PointStruct(
                 id=chunk.chunk_id,
-                vector=list(vector),
+                vector=self._vectors(chunk.text, vector),
                 payload={**asdict(chunk), "url_prefixes": url_prefixes(chunk.url)},
             )
             for chunk, vector in zip(chunks, vectors, strict=True)

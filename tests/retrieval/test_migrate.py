@@ -42,6 +42,7 @@ async def test_first_start_migrates_everything_and_keeps_the_old_folder(tmp_path
     before = QdrantStore(
         AsyncQdrantClient(path=str(settings.qdrant_path)), embedder, collection="docs"
     )
+    await before.ensure_collection()
     expected_hits = await before.search("gazebo physics robots", limit=5, threshold=0)
     expected_docs = await before.list_documents(after="", limit=1000)
     await before.close()

@@ -259,28 +259,23 @@ async def test_the_embedded_store_indexes_once_writes_go_quiet(tmp_path: Path) -
         await executor.shutdown()
 
 
-async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(tmp_path: Path) -> None:
-    executor = BlockingExecutor(1)
-    store = await EdgeStore.open(tmp_path, WordsEmbedder(), collection="d", executor=executor)
-    try:
-        await put(store, ROBOTS)
-        await put(store, GAZEBO)
-        query = "gazebo physics engines"
-        dense = await store.search(query, limit=3, threshold=0.0)
-        store.hybrid = True
-        hybrid = await store.search(query, limit=3, threshold=0.0)
-        assert hybrid[0].chunk == dense[0].chunk
-        # Scores are each hit's cosine, whatever the fused order.
-        by_text = {h.chunk.text: h.score for h in dense}
-        for hit in hybrid:
-            assert hit.score == pytest.approx(by_text[hit.chunk.text], abs=1e-4)
-        assert await store.search(query, limit=3, threshold=0.99) == []
-        ros_only = SearchFilters(module="ros")
-        filtered = await store.search(query, limit=3, threshold=0.0, filters=ros_only)
-        assert {h.chunk.document_id for h in filtered} <= {"ros-nodes"}
-    finally:
-        await store.close()
-        await executor.shutdown()
+async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(store: ChunkStore) -> None:
+    assert isinstance(store, EdgeStore | QdrantStore)
+    await put(store, ROBOTS)
+    await put(store, GAZEBO)
+    query = "gazebo physics engines"
+    dense = await store.search(query, limit=3, threshold=0.0)
+    store.hybrid = True
+    hybrid = await store.search(query, limit=3, threshold=0.0)
+    assert hybrid[0].chunk == dense[0].chunk
+    # Scores are each hit's cosine, whatever the fused order.
+    by_text = {h.chunk.text: h.score for h in dense}
+    for hit in hybrid:
+        assert hit.score == pytest.approx(by_text[hit.chunk.text], abs=1e-4)
+    assert await store.search(query, limit=3, threshold=0.99) == []
+    ros_only = SearchFilters(module="ros")
+    filtered = await store.search(query, limit=3, threshold=0.0, filters=ros_only)
+    assert {h.chunk.document_id for h in filtered} <= {"ros-nodes"}
 
 
 async def test_a_server_collection_from_before_records_gets_them_once(tmp_path: Path) -> None:
