@@ -13,8 +13,6 @@ Scores are ``max(0, cosine)`` as on the server path, so that thresholds mean the
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -28,6 +26,7 @@ from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, Search
 from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
+from service.retrieval.edge_optimizer import QuietOptimizer
 from service.retrieval.edge_payload import (
     RECORD,
     RRF_K,
@@ -68,13 +67,7 @@ class EdgeStore:
         self._bm25 = qe.Bm25()
         self.hybrid = hybrid
         self.rrf_k = RRF_K
-        # Written points sit in a segment searched exhaustively (30 ms at 100k chunks here)
-        # until the optimiser indexes them; it runs once writes have been quiet a while.
-        self.optimize_after_points = 2000
-        self.optimize_when_quiet_s = 2.0
-        self._unindexed = 0
-        self._writes = 0
-        self._optimizer: asyncio.Task[None] | None = None
+        self.optimizer = QuietOptimizer(self.optimize)
 
     @classmethod
     async def open(
@@ -103,26 +96,6 @@ class EdgeStore:
     @property
     def collection(self) -> str:
         return self._collection
-
-    def _wrote(self, points: int) -> None:
-        self._writes += 1
-        self._unindexed += points
-        if self._unindexed < self.optimize_after_points:
-            return
-        if self._optimizer is None or self._optimizer.done():
-            self._optimizer = asyncio.get_running_loop().create_task(self._optimize_when_quiet())
-
-    async def _optimize_when_quiet(self) -> None:
-        while True:
-            seen = self._writes
-            await asyncio.sleep(self.optimize_when_quiet_s)
-            if self._writes == seen:
-                break
-        self._unindexed = 0
-        try:
-            await self.optimize()
-        except Exception as exc:  # noqa: BLE001 (searches still work, only slower: say so)
-            log.warning("optimising the embedded store failed", error=str(exc))
 
     async def optimize(self) -> None:
         """Indexes what was written since the last time (blocking work, on the executor)."""
@@ -329,7 +302,7 @@ class EdgeStore:
             return removed
 
         removed = await self._calls.write(write, deadline, "writing chunks")
-        self._wrote(len(chunks))
+        self.optimizer.wrote(len(chunks))
         return removed
 
     async def delete_document(self, document_id: str, *, deadline: Deadline | None = None) -> int:
@@ -370,13 +343,8 @@ class EdgeStore:
             self._shard.flush()
 
         await self._calls.write(write, deadline, "writing points")
-        self._wrote(len(points))
+        self.optimizer.wrote(len(points))
 
     async def close(self) -> None:
-        if self._optimizer is not None and not self._optimizer.done():
-            # Not yet started: dropped (the next start's writes schedule it again). Running:
-            # the executor finishes it, and close() waits for it under the write lock.
-            self._optimizer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._optimizer
+        await self.optimizer.close()
         await self._calls.close()

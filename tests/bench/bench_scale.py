@@ -142,7 +142,7 @@ async def one_size(n: int, tmp: Path, executor: BlockingExecutor) -> float:
     queries = synthetic.vectors(QUERIES).tolist()
     embedder = FixedEmbedder()
     edge = await EdgeStore.open(tmp / f"edge-{n}", embedder, collection="bench", executor=executor)  # type: ignore[arg-type]
-    edge.optimize_after_points = 10**12  # indexed below, timed
+    edge.optimizer.after_points = 10**12  # indexed below, timed
     client = AsyncQdrantClient(location=":memory:")
     old = QdrantStore(
         client,

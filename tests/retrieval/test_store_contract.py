@@ -236,7 +236,7 @@ async def test_the_embedded_store_is_one_process_at_a_time(tmp_path: Path) -> No
 async def test_the_embedded_store_indexes_once_writes_go_quiet(tmp_path: Path) -> None:
     executor = BlockingExecutor(1)
     store = await EdgeStore.open(tmp_path, WordsEmbedder(), collection="d", executor=executor)
-    store.optimize_after_points, store.optimize_when_quiet_s = 2, 0.2
+    store.optimizer.after_points, store.optimizer.quiet_s = 2, 0.2
     runs: list[float] = []
     real = store.optimize
 
@@ -244,7 +244,7 @@ async def test_the_embedded_store_indexes_once_writes_go_quiet(tmp_path: Path) -
         runs.append(asyncio.get_running_loop().time())
         await real()
 
-    store.optimize = counted  # type: ignore[method-assign]
+    store.optimizer.optimize = counted
     try:
         for _ in range(3):  # writes closer together than the quiet time: one run after them
             await put(store, ROBOTS)
