@@ -4,6 +4,7 @@ each document, and the old folder itself (renamed, not deleted)."""
 
 from __future__ import annotations
 
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -108,3 +109,26 @@ async def test_an_old_store_of_another_embedder_is_refused_and_kept(tmp_path: Pa
         await store.close()
         await executor.shutdown()
     assert old_store_holds(tmp_path / "qdrant", "docs")
+
+
+def test_ragagent_migrate_shows_progress_and_keeps_the_old_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from service.cli import main
+    from tests.helpers import local_embedder
+
+    real = local_embedder()  # skips where the model is not provisioned
+    like_real = WordsEmbedder(model_name=real.model_name, dimension=real.dimension)
+    asyncio.run(make_old_store(tmp_path / "qdrant", like_real))
+    for name in [k for k in os.environ if k.startswith("RAGAGENT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RAGAGENT_QDRANT_COLLECTION", "docs")
+    assert main(["migrate", "--data-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "migrating: 5/5 chunks" in err
+    assert "migrated 5 chunks of 2 complete documents" in out
+    assert (tmp_path / "qdrant.migrated").is_dir()
+    assert main(["migrate", "--data-dir", str(tmp_path)]) == 0
+    assert "already migrated" in capsys.readouterr().out
