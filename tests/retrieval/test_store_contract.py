@@ -286,9 +286,8 @@ async def test_a_server_collection_from_before_records_gets_them_once(tmp_path: 
     await put(store, GAZEBO)
     await put(store, [chunk("half-done", 0, "one of two chunks", count=2)])
     # As a collection written before records existed: chunks only.
-    await store._calls.run(
-        lambda: store._calls.client.delete_collection("docs__documents"), None, "test"
-    )
+    calls = store._calls
+    await calls.run(lambda: calls.client.delete_collection("docs__documents"), None, "test")
     await store.close()
     store = await open_store("server", tmp_path, WordsEmbedder(), executor)
     try:
