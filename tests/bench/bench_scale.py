@@ -25,6 +25,7 @@ from qdrant_client import AsyncQdrantClient, models
 from service.domain import Chunk
 from service.executor import BlockingExecutor
 from service.retrieval.edge_store import EdgeStore
+from service.retrieval.qdrant_calls import DENSE
 from service.retrieval.qdrant_store import QdrantStore
 from tests.bench.common import report, summary
 
@@ -100,7 +101,7 @@ async def bulk_load(
     """Fills the baseline at once: its replace_document scans every point to count a
     document's stale chunks, quadratic over a whole ingest (its writes are timed on disk)."""
     points = [
-        models.PointStruct(id=c.chunk_id, vector=v, payload=asdict(c))
+        models.PointStruct(id=c.chunk_id, vector={DENSE: v}, payload=asdict(c))
         for _, chunks, vectors in docs
         for c, v in zip(chunks, vectors, strict=True)
     ]
