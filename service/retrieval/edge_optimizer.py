@@ -1,7 +1,7 @@
 """When the embedded engine builds its index: once writes have gone quiet.
 
 Written points sit in a segment that is searched exhaustively (30 ms at 100k chunks here)
-until the engine's optimiser indexes them (HNSW; about a minute per 100k chunks on these 2
+until the engine's optimiser indexes them (HNSW; 34 s to minutes per 100k chunks on these 2
 cores, writes waiting meanwhile). Running it after every document would rebuild it again
 and again during an ingest, so it runs once enough points were written and no write came
 for a while.

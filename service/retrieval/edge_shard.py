@@ -133,7 +133,7 @@ class EdgeCalls:
 
     async def optimize(self) -> bool:
         """Builds the HNSW index of segments past the engine's indexing threshold (and
-        merges small ones). Blocking for as long as that takes (about a minute per 100k
+        merges small ones). Blocking for as long as that takes (34 s to minutes per 100k
         chunks here), so writes wait: it runs when ingestion has gone quiet."""
 
         def optimize() -> bool:
