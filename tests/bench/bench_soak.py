@@ -120,6 +120,8 @@ class Soak:
         answers = dict(self.tally.answers.most_common())
         print(f"  answers of completed streams: {answers}; {self.tally.deltas} deltas in all")
         print(f"  first answer delta: {self.tally.first_token()}")
+        for detail, n in self.tally.unexpected_details.most_common(3):
+            print(f"  unexpected: {n} x {detail}")
         print(f"  client processes SIGKILLed: {dict(self.killed)}")
         print(f"  server access log: {dict(self.log_codes.most_common())}")
         print(f"  server error log lines: {self.log_errors}")

@@ -48,6 +48,8 @@ class Tally:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (behaviour, code)
     answers: Counter[str] = field(default_factory=Counter)  # final status of completed ones
     first_token_s: list[float] = field(default_factory=list)
+    # The details of unexpected outcomes, so that a MISS says what the client was told.
+    unexpected_details: Counter[str] = field(default_factory=Counter)
     deltas: int = 0
 
     def expected(self, behaviour: str, code: str) -> bool:
@@ -108,6 +110,10 @@ async def one_stream(
                     break
     code = await call.code()
     tally.outcomes[(behaviour, code.name)] += 1
+    if not tally.expected(behaviour, code.name):
+        after = 10 * int((time.perf_counter() - started) / 10)
+        detail = (await call.details() or "")[:120]
+        tally.unexpected_details[f"{code.name}: {detail} (after {after}-{after + 10} s)"] += 1
 
 
 async def worker(
