@@ -7,11 +7,20 @@
 //
 // Usage:
 //   node tests/interop/client.mjs [--address HOST:PORT] [--deadline SECONDS]
-//                                 [--header KEY=VALUE]... COMMAND [JSON]
+//                                 [--header KEY=VALUE]... [--tls-ca FILE]
+//                                 [--tls-cert FILE --tls-key FILE] [--api-key KEY]
+//                                 COMMAND [JSON]
 //
 //   --address    server address (default 127.0.0.1:50051)
 //   --deadline   deadline of the call in seconds (default 30)
 //   --header     request metadata, repeatable (e.g. --header x-request-id=abc)
+//   --tls-ca     connect over TLS, trusting the CA certificates of FILE (PEM); without it,
+//                the connection is plaintext (unless --tls-cert is given: then system CAs)
+//   --tls-cert, --tls-key
+//                a client certificate and its key (PEM) for mutual TLS
+//   --api-key    send `authorization: Bearer KEY` on every call (default: the
+//                RAGAGENT_API_KEY environment variable, as for the `ragagent` commands);
+//                over TLS as call credentials, over plaintext as a request header
 //
 // Commands (JSON is the request message in proto field names, e.g. {"max_results": 3}):
 //   health [JSON]       grpc.health.v1.Health/Check; JSON defaults to {"service": ""};
@@ -20,6 +29,9 @@
 //   ask JSON            ragagent.v1.AgentService/Ask; prints the AgentResponse
 //   ask-stream JSON     ragagent.v1.AgentService/AskStream; prints each AskStreamResponse
 //                       as one JSON line (the `event` key names the oneof member that is set)
+//   list-documents [JSON]
+//                       ragagent.v1.CorpusService/ListDocuments; prints the response
+//   corpus-stats        ragagent.v1.CorpusService/GetCorpusStats; prints the response
 //
 // Output and exit codes:
 //   0  success: the response as JSON on stdout (64-bit integers as strings, enums as names)
@@ -38,7 +50,7 @@
 
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -100,7 +112,15 @@ const HEALTH_DESCRIPTOR = {
 class UsageError extends Error {}
 
 function parseArgs(argv) {
-  const options = { address: "127.0.0.1:50051", deadline: 30, headers: [] };
+  const options = {
+    address: "127.0.0.1:50051",
+    deadline: 30,
+    headers: [],
+    tlsCa: null,
+    tlsCert: null,
+    tlsKey: null,
+    apiKey: process.env.RAGAGENT_API_KEY || null,
+  };
   const rest = [];
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
@@ -124,6 +144,15 @@ function parseArgs(argv) {
       const eq = pair.indexOf("=");
       if (eq < 1) throw new UsageError("--header must be KEY=VALUE");
       options.headers.push([pair.slice(0, eq), pair.slice(eq + 1)]);
+    } else if (arg === "--tls-ca" || arg.startsWith("--tls-ca=")) {
+      options.tlsCa = takeValue("--tls-ca");
+    } else if (arg === "--tls-cert" || arg.startsWith("--tls-cert=")) {
+      options.tlsCert = takeValue("--tls-cert");
+    } else if (arg === "--tls-key" || arg.startsWith("--tls-key=")) {
+      options.tlsKey = takeValue("--tls-key");
+    } else if (arg === "--api-key" || arg.startsWith("--api-key=")) {
+      options.apiKey = takeValue("--api-key");
+      if (!options.apiKey) throw new UsageError("--api-key must not be empty");
     } else if (arg === "-h" || arg === "--help") {
       options.help = true;
     } else if (arg.startsWith("--")) {
@@ -133,6 +162,9 @@ function parseArgs(argv) {
     }
   }
   if (options.help) return options;
+  if ((options.tlsCert === null) !== (options.tlsKey === null)) {
+    throw new UsageError("--tls-cert and --tls-key go together");
+  }
   if (rest.length < 1 || rest.length > 2) {
     throw new UsageError("expected COMMAND [JSON]");
   }
@@ -163,6 +195,16 @@ function loadAgentService() {
     includeDirs: [PROTO_DIR, DEPS_DIR],
   });
   return grpc.loadPackageDefinition(definition).ragagent.v1.AgentService;
+}
+
+function loadCorpusService() {
+  requireDir(PROTO_DIR, "run the client from a checkout of the project");
+  requireDir(DEPS_DIR, "run `make setup` to fetch the third-party protos");
+  const definition = protoLoader.loadSync(["ragagent/v1/corpus.proto"], {
+    ...LOADER_OPTIONS,
+    includeDirs: [PROTO_DIR, DEPS_DIR],
+  });
+  return grpc.loadPackageDefinition(definition).ragagent.v1.CorpusService;
 }
 
 function loadHealthService() {
@@ -248,10 +290,45 @@ function callOptions(options) {
   return { deadline: new Date(Date.now() + options.deadline * 1000) };
 }
 
+function usesTls(options) {
+  return options.tlsCa !== null || options.tlsCert !== null;
+}
+
 function requestMetadata(options) {
   const metadata = new grpc.Metadata();
   for (const [key, value] of options.headers) metadata.add(key, value);
+  // Over TLS the key travels as call credentials (channelCredentials below); grpc-js
+  // refuses to compose call credentials with insecure ones, so plaintext sends it here.
+  if (options.apiKey !== null && !usesTls(options)) {
+    metadata.set("authorization", `Bearer ${options.apiKey}`);
+  }
   return metadata;
+}
+
+function readPem(file, flag) {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new UsageError(`${flag} ${file}: ${error.message}`);
+  }
+}
+
+// Plaintext, or TLS (a CA file, else the system's CAs; a client certificate for mutual
+// TLS) with the API key, if any, as call credentials sent on every call.
+function channelCredentials(options) {
+  if (!usesTls(options)) return grpc.credentials.createInsecure();
+  const ssl = grpc.credentials.createSsl(
+    options.tlsCa === null ? null : readPem(options.tlsCa, "--tls-ca"),
+    options.tlsKey === null ? null : readPem(options.tlsKey, "--tls-key"),
+    options.tlsCert === null ? null : readPem(options.tlsCert, "--tls-cert"),
+  );
+  if (options.apiKey === null) return ssl;
+  const bearer = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
+    const metadata = new grpc.Metadata();
+    metadata.set("authorization", `Bearer ${options.apiKey}`);
+    callback(null, metadata);
+  });
+  return grpc.credentials.combineChannelCredentials(ssl, bearer);
 }
 
 function unary(client, method, request, options) {
@@ -297,13 +374,15 @@ const COMMANDS = {
   retrieve: { service: loadAgentService, method: "Retrieve" },
   ask: { service: loadAgentService, method: "Ask" },
   "ask-stream": { service: loadAgentService, method: "AskStream", streaming: true },
+  "list-documents": { service: loadCorpusService, method: "ListDocuments" },
+  "corpus-stats": { service: loadCorpusService, method: "GetCorpusStats" },
 };
 
 async function run(options) {
   const command = Object.hasOwn(COMMANDS, options.command) ? COMMANDS[options.command] : null;
   if (command === null) throw new UsageError(`unknown command ${JSON.stringify(options.command)}`);
   const Service = command.service();
-  const client = new Service(options.address, grpc.credentials.createInsecure());
+  const client = new Service(options.address, channelCredentials(options));
   const request = { ...command.defaults, ...options.request };
   try {
     if (command.streaming) {
@@ -322,7 +401,8 @@ async function main() {
     options = parseArgs(process.argv.slice(2));
     if (options.help) {
       process.stdout.write("usage: client.mjs [--address HOST:PORT] [--deadline S] [--header K=V]... "
-        + "health|retrieve|ask|ask-stream [JSON]\n");
+        + "[--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--api-key KEY] "
+        + "health|retrieve|ask|ask-stream|list-documents|corpus-stats [JSON]\n");
       return 0;
     }
     await run(options);

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
 
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
+NODE_CLIENT = INTEROP_DIR / "client.mjs"
 
 # Exit codes of every client.
 EXIT_OK = 0
@@ -29,6 +31,9 @@ EXIT_TOOLCHAIN = 4  # build-clients.sh: a language's toolchain is not installed
 # gRPC status codes.
 INVALID_ARGUMENT = 3
 UNIMPLEMENTED = 12
+UNAVAILABLE = 14
+PERMISSION_DENIED = 7
+UNAUTHENTICATED = 16
 
 BUILD_TIMEOUT_S = 300.0
 CLIENT_TIMEOUT_S = 60.0
@@ -91,6 +96,26 @@ async def run_client(
         pytest.fail(f"{' '.join([*command, *args])} did not finish within {CLIENT_TIMEOUT_S:.0f} s")
     assert process.returncode is not None
     return ClientResult(process.returncode, stdout.decode(), stderr.decode())
+
+
+async def run_node_client(
+    client: Path,
+    target: str,
+    command: str,
+    request: Mapping[str, Any] | None = None,
+    *,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> ClientResult:
+    """client.mjs ``options`` ``command`` with ``request`` as JSON, a 30 s deadline and no
+    colours, in this process's environment updated with ``env``."""
+    assert NODE is not None
+    args = ["--deadline", "30", *options, command]
+    if request is not None:
+        args.append(json.dumps(request))
+    return await run_client(
+        [NODE, str(client)], target, *args, env={**os.environ, "NO_COLOR": "1", **(env or {})}
+    )
 
 
 def check_ask_stream(result: ClientResult, request_id: str) -> dict[str, Any]:

@@ -11,32 +11,22 @@ Needs `node` and `npm` (skips without them) and the npm registry the first time,
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from service.domain import Chunk
 from tests.helpers import Running, make_chunk
-from tests.interop import support
 from tests.interop.support import (
     DOCS,
     EXIT_OK,
     EXIT_RPC_ERROR,
-    INTEROP_DIR,
     INVALID_ARGUMENT,
     NODE,
     NPM,
-    THIRD_PARTY_PROTOS,
     UNIMPLEMENTED,
-    ClientResult,
+    run_node_client,
 )
-
-CLIENT = INTEROP_DIR / "client.mjs"
-NPM_TIMEOUT_S = 300.0
 
 pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None,
@@ -57,55 +47,12 @@ def documents() -> list[Chunk]:
     return [*DOCS, WHISPER]
 
 
-@pytest.fixture(scope="session")
-def node_client() -> Path:
-    """client.mjs with its node_modules installed from package-lock.json (once per session)."""
-    if not THIRD_PARTY_PROTOS.is_dir():
-        pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
-    if not (INTEROP_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
-        assert NPM is not None
-        try:
-            result = subprocess.run(
-                [NPM, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=INTEROP_DIR,
-                capture_output=True,
-                text=True,
-                timeout=NPM_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(
-                f"`npm ci` in {INTEROP_DIR} took more than {NPM_TIMEOUT_S:.0f} s: "
-                "is the npm registry reachable?"
-            )
-        if result.returncode != 0:
-            pytest.fail(
-                f"`npm ci` in {INTEROP_DIR} failed (exit {result.returncode}); it needs the npm "
-                f"registry and a package-lock.json in sync with package.json:\n"
-                f"{result.stderr[-4000:]}"
-            )
-    return CLIENT
-
-
-async def run_client(
-    client: Path, target: str, command: str, request: dict[str, Any] | None = None
-) -> ClientResult:
-    """client.mjs ``command`` with ``request`` as JSON, a 30 s deadline and no colours."""
-    assert NODE is not None
-    args = ["--deadline", "30", command]
-    if request is not None:
-        args.append(json.dumps(request))
-    return await support.run_client(
-        [NODE, str(client)], target, *args, env={**os.environ, "NO_COLOR": "1"}
-    )
-
-
 async def test_health_check_reports_serving(node_client: Path, server: Running) -> None:
-    result = await run_client(node_client, server.target, "health")
+    result = await run_node_client(node_client, server.target, "health")
     assert result.returncode == EXIT_OK, result.describe()
     assert result.json() == {"status": "SERVING"}
 
-    named = await run_client(
+    named = await run_node_client(
         node_client, server.target, "health", {"service": "ragagent.v1.AgentService"}
     )
     assert named.returncode == EXIT_OK, named.describe()
@@ -115,7 +62,7 @@ async def test_health_check_reports_serving(node_client: Path, server: Running) 
 async def test_retrieve_returns_the_most_relevant_chunk_first(
     node_client: Path, server: Running
 ) -> None:
-    result = await run_client(
+    result = await run_node_client(
         node_client,
         server.target,
         "retrieve",
@@ -143,7 +90,7 @@ async def test_retrieve_returns_the_most_relevant_chunk_first(
 async def test_invalid_retrieve_gives_bad_request_details(
     node_client: Path, server: Running
 ) -> None:
-    result = await run_client(node_client, server.target, "retrieve", {"query": "   "})
+    result = await run_node_client(node_client, server.target, "retrieve", {"query": "   "})
     assert result.returncode == EXIT_RPC_ERROR, result.describe()
     error = result.json()
     assert error["code"] == INVALID_ARGUMENT
@@ -176,7 +123,7 @@ def _servicer_implements(method: str) -> bool:
 # Until the server implements AskStream, this test skips on UNIMPLEMENTED; once it does, it
 # checks the stream's contract as seen by a Node.js client.
 async def test_ask_stream_events_from_node(node_client: Path, server: Running) -> None:
-    result = await run_client(
+    result = await run_node_client(
         node_client,
         server.target,
         "ask-stream",
