@@ -75,6 +75,18 @@ def _committed(line: str) -> int:
     return int(found.group(1))
 
 
+def _wait_for_a_document(address: str, timeout: float = 120.0) -> None:
+    import grpc
+    from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stats = corpus_pb2_grpc.CorpusServiceStub(channel).GetCorpusStats
+        while stats(corpus_pb2.GetCorpusStatsRequest(), timeout=10).document_count < 1:
+            assert time.monotonic() < deadline, "the ingest wrote no document in time"
+            time.sleep(0.05)
+
+
 def _rerun(*argv: str, env: dict[str, str]) -> dict[str, int]:
     code, out = Ragagent(*argv, "--json", env=env).finish()
     assert code == 0
@@ -116,7 +128,9 @@ def test_a_signal_stops_an_ingest_through_a_server(tmp_path: Path, sig: signal.S
         address = server.target
         ingest = Ragagent("ingest", str(docs), "--address", address, "--prune", env=env)
         try:
-            time.sleep(2.0)  # connected, and the server busy embedding
+            # Signalled once the server has written a document: a fixed sleep sent SIGINT to a
+            # command still importing on a loaded machine (it then dies by the signal, -2).
+            _wait_for_a_document(address)
             code, elapsed = ingest.stop(sig)
         finally:
             ingest.kill()
