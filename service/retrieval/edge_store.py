@@ -40,7 +40,7 @@ from service.retrieval.edge_payload import (
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
 from service.retrieval.lexical import TermCheck
-from service.retrieval.qdrant_payload import chunk_from_payload, url_prefixes
+from service.retrieval.qdrant_payload import rank, url_prefixes
 
 log = get_logger("ragagent.store")
 
@@ -156,15 +156,7 @@ class EdgeStore:
         if points and self._term_check is not None:
             seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
             factor = await self._unknown_term_factor(query, seen, deadline)
-        hits = []
-        for payload, similarity in points:
-            chunk = chunk_from_payload(payload)
-            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
-                continue
-            score = max(0.0, min(1.0, similarity)) * factor
-            if score >= threshold:
-                hits.append(ScoredChunk(chunk=chunk, score=score))
-        return hits[:limit]
+        return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
 
     async def _hybrid(
         self,

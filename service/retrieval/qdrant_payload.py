@@ -14,7 +14,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from service.datadir import private_dir
-from service.domain import Chunk, SearchFilters
+from service.domain import Chunk, ScoredChunk, SearchFilters
 from service.errors import StoreLocked
 
 _CHUNK_FIELDS = {f.name for f in fields(Chunk)}
@@ -95,6 +95,27 @@ def to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str 
 
 def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
     return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
+
+
+def rank(
+    points: Sequence[tuple[dict[str, Any], float]],
+    *,
+    factor: float,
+    exact_prefix: str | None,
+    threshold: float,
+) -> list[ScoredChunk]:
+    """The hits of an engine's answer, on either engine alike: refined to the exact URL
+    prefix, cosine clamped to 0..1 and scaled by the out-of-corpus term factor, then held to
+    the threshold (which applies after the factor, so the engine's own cut is only a bound)."""
+    hits = []
+    for payload, similarity in points:
+        chunk = chunk_from_payload(payload)
+        if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
+            continue
+        score = max(0.0, min(1.0, similarity)) * factor
+        if score >= threshold:
+            hits.append(ScoredChunk(chunk=chunk, score=score))
+    return hits
 
 
 def parse_time(value: object) -> datetime | None:

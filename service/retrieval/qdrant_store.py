@@ -31,9 +31,9 @@ from service.retrieval.edge_payload import RRF_K, cosine
 from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
-    chunk_from_payload,
     match_value,
     open_qdrant_client,
+    rank,
     to_filter,
     url_prefixes,
 )
@@ -158,15 +158,7 @@ class QdrantStore:
         if points and self._term_check is not None:
             seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
             factor = await self._unknown_term_factor(query, seen, deadline)
-        hits = []
-        for payload, similarity in points:
-            chunk = chunk_from_payload(payload)
-            if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
-                continue
-            score = max(0.0, min(1.0, similarity)) * factor
-            if score >= threshold:
-                hits.append(ScoredChunk(chunk=chunk, score=score))
-        return hits[:limit]
+        return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
 
     async def _hybrid(
         self,
