@@ -32,8 +32,8 @@ gen-deps:
 		$(PROTO_DEPS)/buf/validate/validate.proto
 	touch generated/buf/__init__.py generated/buf/validate/__init__.py
 
-install: ## install the project (editable) with its development tools
-	$(PY) -m pip install --quiet -e '.[dev]'
+install: ## install the project (editable) with its development tools and optional extras
+	$(PY) -m pip install --quiet -e '.[dev,agents-sdk]'
 
 install-runtime: ## install the project and its runtime dependencies only
 	$(PY) -m pip install --quiet --no-cache-dir .
