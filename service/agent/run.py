@@ -46,7 +46,15 @@ DEFAULT_MAX_RESULTS = 5
 
 @dataclass(slots=True)
 class AgentRequest:
-    """One question to answer. ``threshold``/``temperature`` None: the configured default."""
+    """One question to answer, with the caller's per-request model settings.
+
+    ``threshold``/``temperature``/``model``/``max_tokens`` None: the configured default.
+    ``model`` has been checked against the operator's allow-list before it gets here.
+    ``instructions`` is the caller's addendum to the system prompt: untrusted text that a
+    strategy appends after its grounding rules, delimited, never in their place (empty: none).
+    The extractive strategy calls no chat model and ignores model, max_tokens and
+    instructions. ``metadata`` is the caller's labels, stored with the run and logged.
+    """
 
     query: str
     max_results: int = DEFAULT_MAX_RESULTS
@@ -57,6 +65,10 @@ class AgentRequest:
     history: list[ConversationTurn] = field(default_factory=list)
     request_id: str = ""
     session_id: str = ""
+    model: str | None = None
+    max_tokens: int | None = None
+    instructions: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
