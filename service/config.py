@@ -31,7 +31,7 @@ def default_model_dir() -> Path:
     return _xdg("XDG_CACHE_HOME", ".cache") / "ragagent" / "models" / "all-MiniLM-L6-v2-int8"
 
 
-Strategy = Literal["auto", "agentic", "retrieve_first", "extractive"]
+Strategy = Literal["auto", "agentic", "agents_sdk", "retrieve_first", "extractive"]
 
 
 class Settings(BaseSettings):
@@ -321,10 +321,19 @@ class Settings(BaseSettings):
     # --- agent -------------------------------------------------------------------------
     agent_strategy: Strategy = Field(
         "auto",
-        description="agentic (model calls the tool), retrieve_first (one search, one model "
-        "call), extractive (no model), or auto: agentic with a model endpoint, else extractive.",
+        description="agentic (model calls the tool), agents_sdk (the agentic run on the OpenAI "
+        "Agents SDK; needs the extra: pip install 'ragagent[agents-sdk]'), retrieve_first (one "
+        "search, one model call), extractive (no model), or auto: agentic with a model "
+        "endpoint, else extractive.",
     )
     max_tool_rounds: int = Field(4, ge=1, le=16, description="Most model turns with tool calls.")
+    agents_sdk_tracing: bool = Field(
+        False,
+        description="agents_sdk strategy: keep the Agents SDK's own tracing on, which exports "
+        "spans (never prompts, tool arguments or answers) to OpenAI's tracing endpoint with "
+        "OPENAI_API_KEY. Off: the SDK traces nothing and nothing leaves for any host but the "
+        "model endpoint.",
+    )
     heartbeat_interval: float = Field(
         5.0, gt=0, description="Seconds of silence in a stream before a heartbeat event."
     )
@@ -388,7 +397,9 @@ class Settings(BaseSettings):
         return value
 
     @property
-    def effective_strategy(self) -> Literal["agentic", "retrieve_first", "extractive"]:
+    def effective_strategy(
+        self,
+    ) -> Literal["agentic", "agents_sdk", "retrieve_first", "extractive"]:
         """The strategy that runs: auto resolves by whether a model endpoint is configured."""
         if self.agent_strategy != "auto":
             return self.agent_strategy

@@ -25,6 +25,7 @@ from service.agent.extractive import run_extractive
 from service.agent.model import ChatModel
 from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
+from service.agent.sdk import load_agents_sdk
 from service.config import Settings
 from service.domain import AnswerMode, Deadline, ResponseStatus
 from service.errors import (
@@ -36,7 +37,7 @@ from service.errors import (
 )
 from service.retrieval.base import Embedder, Retriever
 
-StrategyName = Literal["agentic", "retrieve_first", "extractive"]
+StrategyName = Literal["agentic", "agents_sdk", "retrieve_first", "extractive"]
 
 # Enough to keep the strategy busy while the consumer sends; small enough that a stalled
 # consumer stalls the run instead of letting it run ahead unboundedly.
@@ -79,6 +80,12 @@ class Agent:
         self._max_tool_rounds = settings.max_tool_rounds
         self._heartbeat_interval = settings.heartbeat_interval
         self._sentences = settings.extractive_sentences
+        # Imported only when selected: the SDK is an optional extra.
+        self._sdk = (
+            load_agents_sdk(tracing=settings.agents_sdk_tracing)
+            if self._strategy == "agents_sdk"
+            else None
+        )
 
     @property
     def strategy(self) -> StrategyName:
@@ -162,6 +169,10 @@ class Agent:
         assert self._model is not None  # checked in __init__
         if self._strategy == "retrieve_first":
             return await run_retrieve_first(run, self._model, temperature=temperature)
+        if self._sdk is not None:
+            return await self._sdk.run(
+                run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
+            )
         return await run_agentic(
             run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
         )

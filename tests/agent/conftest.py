@@ -47,3 +47,22 @@ async def build_agent(fake_openai: FakeOpenAI) -> AsyncIterator[AgentFactory]:
     yield build
     for client in clients:
         await client.close()
+
+
+# The strategies in which the model calls the tool: the same contract, so the same tests.
+AGENTIC_STRATEGIES = ("agentic", "agents_sdk")
+
+
+@pytest.fixture(params=AGENTIC_STRATEGIES)
+def agentic_strategy(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def build_agentic(build_agent: AgentFactory, agentic_strategy: str) -> AgentFactory:
+    """build_agent for each strategy in which the model calls the tool (one test each)."""
+
+    def build(retriever: FakeRetriever, **options: object) -> Agent:
+        return build_agent(retriever, strategy=agentic_strategy, **options)
+
+    return build

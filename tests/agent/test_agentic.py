@@ -1,4 +1,8 @@
-"""The agentic strategy, end to end: real openai client, scripted server, canned retriever."""
+"""The agentic strategies, end to end: real openai client, scripted server, canned retriever.
+
+Every test runs twice: the agentic strategy, and agents_sdk, the same run with the OpenAI
+Agents SDK running the loop, which must keep the same contract to the request.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ def call(query: str, *, top_k: int | None = None, id: str = "call_1") -> ToolCal
 
 
 async def test_tool_loop_from_question_to_cited_answer(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory, agentic_strategy: str
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.82), (JOINT, 0.5))
     retriever.add("URDF link definition", (LINK, 0.9), (INERTIA, 0.6), (JOINT, 0.4))
@@ -60,7 +64,7 @@ async def test_tool_loop_from_question_to_cited_answer(
         ChatReply.calls(call("URDF link definition", top_k=3)),
         ChatReply.text("A link is a rigid body [1]. Its inertia is a matrix [3].", pieces=7),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -122,7 +126,7 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert result.finish_reason == "stop"
     assert result.usage.prompt_tokens == 22
     assert result.usage.completion_tokens == 14
-    assert (result.model, result.strategy) == ("fake-model", "agentic")
+    assert (result.model, result.strategy) == ("fake-model", agentic_strategy)
     assert result.answer_mode is AnswerMode.GENERATIVE
     assert (result.request_id, result.session_id) == ("req-1", "sess-1")
     assert [c.id for c in result.tool_calls] == [first_started.call.id, "call_1"]
@@ -133,12 +137,12 @@ async def test_tool_loop_from_question_to_cited_answer(
 
 
 async def test_what_the_model_is_sent(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("links", (LINK, 0.8))
     fake_openai.script_chat(ChatReply.calls(call("links")), ChatReply.text("Rigid [1]."))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     await collect(agent.run(request(QUESTION, temperature=0.7)))
 
@@ -191,7 +195,7 @@ def test_the_retrieval_tool_schema() -> None:
 
 
 async def test_two_calls_in_one_turn_run_concurrently_and_share_numbering(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("links", (LINK, 0.9), (INERTIA, 0.5))
@@ -201,7 +205,7 @@ async def test_two_calls_in_one_turn_run_concurrently_and_share_numbering(
         ChatReply.calls(call("links", id="call_a"), call("joints", id="call_b")),
         ChatReply.text("Links [1] and joints [3]."),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     began = time.monotonic()
     events = await collect(agent.run(request(QUESTION)))
@@ -227,7 +231,7 @@ async def test_two_calls_in_one_turn_run_concurrently_and_share_numbering(
 
 
 async def test_bad_arguments_become_errors_the_model_reads(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("links", (LINK, 0.8))
@@ -241,7 +245,7 @@ async def test_bad_arguments_become_errors_the_model_reads(
         ChatReply.calls(call("links", id="c5")),
         ChatReply.text("Rigid bodies [1]."),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -277,9 +281,9 @@ async def test_bad_arguments_become_errors_the_model_reads(
 
 
 async def test_nothing_relevant_means_no_answer_and_no_model_call(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request("How do I bake bread?", threshold=0.5)))
 
@@ -308,11 +312,11 @@ async def test_nothing_relevant_means_no_answer_and_no_model_call(
 
 
 async def test_a_direct_answer_cites_the_first_searchs_sources(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8), (JOINT, 0.6))
     fake_openai.script_chat(ChatReply.text("Links are rigid bodies [1], joined by joints [2]."))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -345,11 +349,11 @@ async def test_a_direct_answer_cites_the_first_searchs_sources(
 
 
 async def test_an_uncited_answer_has_the_first_sources_without_numbers(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     fake_openai.script_chat(ChatReply.text("Links are parts of a robot [4]."))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -362,14 +366,14 @@ async def test_an_uncited_answer_has_the_first_sources_without_numbers(
 
 
 async def test_a_search_in_vain_is_reported_and_the_model_answers_from_what_it_has(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.4))
     fake_openai.script_chat(
         ChatReply.calls(call("something unrelated")),
         ChatReply.text("A link is a rigid body [1]."),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -391,7 +395,7 @@ async def test_a_search_in_vain_is_reported_and_the_model_answers_from_what_it_h
 
 
 async def test_text_before_a_tool_call_streams_and_stays_in_the_answer(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     """The accepted exception to the order: the text streamed before the calls were known."""
     retriever.add(QUESTION, (LINK, 0.8))
@@ -403,7 +407,7 @@ async def test_text_before_a_tool_call_streams_and_stays_in_the_answer(
         ),
         ChatReply.text("Inertia is a matrix [2].", pieces=2),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -431,13 +435,13 @@ async def test_text_before_a_tool_call_streams_and_stays_in_the_answer(
 
 
 async def test_a_failing_first_search_is_an_errored_tool_call(
-    fake_openai: FakeOpenAI, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     class BrokenStore(FakeRetriever):
         async def search(self, query: str, **kwargs: object) -> list:  # type: ignore[type-arg]
             raise StoreUnavailable("qdrant is down")
 
-    agent = build_agent(BrokenStore())
+    agent = build_agentic(BrokenStore())
     events: list[AgentEvent] = []
 
     async def consume() -> None:
@@ -457,7 +461,7 @@ async def test_a_failing_first_search_is_an_errored_tool_call(
 
 
 async def test_tool_rounds_are_limited(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("links", (LINK, 0.8))
@@ -466,7 +470,7 @@ async def test_tool_rounds_are_limited(
         ChatReply.calls(call("links", id="r2")),
         ChatReply(deltas=["So far: links [1]."], tool_calls=[call("links", id="r3")]),
     )
-    agent = build_agent(retriever, max_tool_rounds=2)
+    agent = build_agentic(retriever, max_tool_rounds=2)
 
     events = await collect(agent.run(request(QUESTION)))
 
@@ -483,7 +487,7 @@ async def test_tool_rounds_are_limited(
 
 
 async def test_earlier_turns_are_sent_before_the_question(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     # A follow-up is searched together with the previous question, which names its subject.
     retriever.add("What are its joints?\nAnd its sensors?", (LINK, 0.8))
@@ -492,7 +496,7 @@ async def test_earlier_turns_are_sent_before_the_question(
         ConversationTurn("What is a humanoid?", "A robot shaped like a human [1]."),
         ConversationTurn("What are its joints?", "Hips and knees [2][3]."),
     ]
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request("And its sensors?", history=history)))
 
@@ -513,10 +517,10 @@ async def test_earlier_turns_are_sent_before_the_question(
 
 
 async def test_request_options_reach_the_store(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     filters = SearchFilters(module="module-01")
-    agent = build_agent(retriever, confidence_threshold=0.42)
+    agent = build_agentic(retriever, confidence_threshold=0.42)
 
     events = await collect(agent.run(request(QUESTION, filters=filters, max_results=7)))
 
@@ -528,9 +532,9 @@ async def test_request_options_reach_the_store(
 
 
 async def test_server_call_ids_are_new_for_every_run(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     runs = [await collect(agent.run(request(QUESTION))) for _ in range(3)]
 

@@ -46,10 +46,10 @@ def tasks_besides(fake: FakeOpenAI) -> set[asyncio.Task[object]]:
 
 
 async def test_cancelling_mid_answer_closes_the_model_stream(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(*search_then(SLOW_ANSWER))
-    agent = build_agent(retriever, heartbeat_interval=0.02)
+    agent = build_agentic(retriever, heartbeat_interval=0.02)
     baseline = tasks_besides(fake_openai)
     answering = asyncio.Event()
 
@@ -71,10 +71,10 @@ async def test_cancelling_mid_answer_closes_the_model_stream(
 
 
 async def test_closing_the_event_stream_early_closes_the_model_stream(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(*search_then(SLOW_ANSWER))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
     baseline = tasks_besides(fake_openai)
 
     events = agent.run(request(QUESTION))
@@ -88,7 +88,7 @@ async def test_closing_the_event_stream_early_closes_the_model_stream(
 
 
 async def test_cancelling_during_a_search_leaves_nothing_running(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.delays["links"] = 5.0
     retriever.add("joints", (LINK, 0.8))
@@ -99,7 +99,7 @@ async def test_cancelling_during_a_search_leaves_nothing_running(
             ToolCallScript("qdrant_retrieval", '{"query": "joints"}'),
         )
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
     baseline = tasks_besides(fake_openai)
 
     consumer = asyncio.create_task(collect(agent.run(request(QUESTION))))
@@ -115,11 +115,11 @@ async def test_cancelling_during_a_search_leaves_nothing_running(
 
 
 async def test_deadline_during_a_tool_call_ends_in_timeout(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.delays["links"] = 5.0
     fake_openai.script_chat(*search_then(ChatReply.text("never sent")))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     began = time.monotonic()
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.5))))
@@ -147,7 +147,7 @@ async def test_deadline_during_a_tool_call_ends_in_timeout(
     assert len(fake_openai.chat_requests) == 1
 
 
-@pytest.mark.parametrize("strategy", ["agentic", "retrieve_first"])
+@pytest.mark.parametrize("strategy", ["agentic", "agents_sdk", "retrieve_first"])
 async def test_deadline_during_the_strategys_own_search_ends_in_timeout(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory, strategy: str
 ) -> None:
@@ -169,10 +169,10 @@ async def test_deadline_during_the_strategys_own_search_ends_in_timeout(
 
 
 async def test_deadline_mid_answer_keeps_the_answer_so_far(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(ChatReply(deltas=["Links [1] "] * 40, delta_interval=0.05))
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.6))))
 
@@ -185,10 +185,10 @@ async def test_deadline_mid_answer_keeps_the_answer_so_far(
 
 
 async def test_deadline_before_the_model_answers(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(ChatReply.text("too late", delay=5.0))
-    agent = build_agent(retriever, heartbeat_interval=0.1)
+    agent = build_agentic(retriever, heartbeat_interval=0.1)
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.4))))
 
@@ -202,9 +202,9 @@ async def test_deadline_before_the_model_answers(
 
 
 async def test_a_deadline_already_gone_times_out_at_once(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(0.0))))
 
@@ -217,13 +217,13 @@ async def test_a_deadline_already_gone_times_out_at_once(
 
 
 async def test_a_store_timing_out_on_its_own_is_an_error_not_a_timeout(
-    fake_openai: FakeOpenAI, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     class ImpatientStore(FakeRetriever):
         async def search(self, query: str, **kwargs: object) -> list:  # type: ignore[type-arg]
             raise DeadlineExceeded("qdrant took longer than RAGAGENT_QDRANT_TIMEOUT")
 
-    agent: Agent = build_agent(ImpatientStore())
+    agent: Agent = build_agentic(ImpatientStore())
 
     with pytest.raises(DeadlineExceeded, match="QDRANT_TIMEOUT"):
         await collect(agent.run(request(QUESTION, deadline=Deadline.after(30))))

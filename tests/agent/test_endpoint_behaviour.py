@@ -132,7 +132,7 @@ def test_one_mapper_for_the_chat_model_and_the_embedder() -> None:
 
 
 async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_decides(
-    fake_openai: FakeOpenAI, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     retriever = FakeRetriever()
     retriever.add(QUESTION, (LINK, 0.8))
@@ -142,7 +142,7 @@ async def test_llama_cpp_python_streamed_tools_come_back_empty_so_a_plain_turn_d
         ChatReply.calls(ToolCallScript("qdrant_retrieval", '{"query": "urdf links"}', id="c1")),
         ChatReply.text("A link is a rigid body [1]."),
     )
-    agent = build_agent(retriever, llm_tool_calling="auto")
+    agent = build_agentic(retriever, llm_tool_calling="auto")
 
     result = completed(await collect(agent.run(request(QUESTION)))).result
 

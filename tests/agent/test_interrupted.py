@@ -57,7 +57,7 @@ CUT = [
 ]
 
 
-@pytest.mark.parametrize("strategy", ["retrieve_first", "agentic"])
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agentic", "agents_sdk"])
 @pytest.mark.parametrize("reply", CUT)
 async def test_a_cut_stream_ends_in_error_with_the_partial_answer(
     fake_openai: FakeOpenAI,
@@ -109,13 +109,13 @@ async def test_an_interrupted_stream_is_never_retried(
 
 
 async def test_a_cut_after_tool_rounds_keeps_the_calls_and_the_text(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(
         ChatReply.calls(ToolCallScript("qdrant_retrieval", json.dumps({"query": "joints"}))),
         ChatReply(deltas=["Links are ", "joined by", " joints [2]."], drop_after=3),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     final = failed(await collect(agent.run(request(QUESTION))))
 
@@ -137,7 +137,7 @@ async def test_losing_only_the_usage_after_the_finish_reason_is_a_success(
     assert final.result.answer == "A rigid body."
 
 
-@pytest.mark.parametrize("strategy", ["retrieve_first", "agentic"])
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agentic", "agents_sdk"])
 async def test_finishing_without_a_word_is_an_empty_answer_error(
     fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory, strategy: str
 ) -> None:
@@ -177,13 +177,13 @@ async def test_a_token_limit_spent_before_any_text_names_the_setting(
 
 
 async def test_tool_calls_without_text_are_not_an_empty_answer(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     fake_openai.script_chat(
         ChatReply.calls(ToolCallScript("qdrant_retrieval", json.dumps({"query": "joints"}))),
         ChatReply.text("Joints join links [2]."),
     )
-    agent = build_agent(retriever)
+    agent = build_agentic(retriever)
 
     final = completed(await collect(agent.run(request(QUESTION))))
 

@@ -15,6 +15,7 @@ from service.api.convert import result_to_proto
 from service.domain import ConversationTurn, ResponseStatus, Usage
 from service.errors import ModelContextExceeded, ModelRequestRejected
 from service.retrieval.base import Embedder
+from tests.agent.conftest import AGENTIC_STRATEGIES
 from tests.agent.support import (
     SERVER_CALL_ID,
     FakeRetriever,
@@ -65,13 +66,14 @@ def assert_no_document_text_in_system(model: FakeChatModel) -> None:
                 assert "data, not instructions" in message["content"]
 
 
-async def test_streamed_tool_calls_are_used_where_they_work() -> None:
+@pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
+async def test_streamed_tool_calls_are_used_where_they_work(strategy: StrategyName) -> None:
     model = FakeChatModel(
         Scripted(text="OK"),  # the probe
         Scripted(calls=[search_call("first humanoid")]),
         Scripted(text="WABOT-1, built at Waseda University in 1973 [1]."),
     )
-    agent, _ = agent_with(model)
+    agent, _ = agent_with(model, strategy)
 
     result = await answer(agent)
 
@@ -90,7 +92,8 @@ async def test_streamed_tool_calls_are_used_where_they_work() -> None:
     assert_no_document_text_in_system(model)
 
 
-async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streaming() -> None:
+@pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
+async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streaming(strategy: StrategyName) -> None:
     # llama-cpp-python: HTTP 200 and an empty body for stream + tool_choice "auto".
     model = FakeChatModel(
         Scripted(empty_when_streamed=True),  # the probe
@@ -99,7 +102,7 @@ async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streami
         # The next run knows already: no streamed attempt.
         Scripted(text="It was WABOT-1 [1]."),
     )
-    agent, _ = agent_with(model)
+    agent, _ = agent_with(model, strategy)
 
     first = await answer(agent)
     second = await answer(agent)
@@ -108,13 +111,14 @@ async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streami
     assert [c.kind for c in model.calls] == ["stream", "complete", "complete", "complete"]
     assert all(c.tool_choice == "auto" for c in model.calls[1:])
     assert first.status is ResponseStatus.SUCCESS  # type: ignore[attr-defined]
-    assert first.strategy == "agentic"  # type: ignore[attr-defined]
+    assert first.strategy == strategy  # type: ignore[attr-defined]
     assert [c.origin for c in first.tool_calls] == ["service", "model"]  # type: ignore[attr-defined]
     assert second.answer == "It was WABOT-1 [1]."  # type: ignore[attr-defined]
     assert_no_document_text_in_system(model)
 
 
-async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_so() -> None:
+@pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
+async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_so(strategy: StrategyName) -> None:
     rejected = ModelRequestRejected(
         "the model endpoint rejected the request (HTTP 400): "
         "registry.ollama.ai/library/gemma does not support tools"
@@ -124,7 +128,7 @@ async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_s
         Scripted(text="WABOT-1 [1]."),
         Scripted(text="WABOT-1 again [1]."),
     )
-    agent, _ = agent_with(model)
+    agent, _ = agent_with(model, strategy)
 
     first = await answer(agent)
     second = await answer(agent)
@@ -139,19 +143,20 @@ async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_s
     assert_no_document_text_in_system(model)
 
 
-async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback() -> None:
+@pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
+async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback(strategy: StrategyName) -> None:
     model = FakeChatModel(Scripted(error=ModelRequestRejected("the model `nope` does not exist")))
-    agent, _ = agent_with(model)
+    agent, _ = agent_with(model, strategy)
 
     with pytest.raises(ModelRequestRejected):
         await collect(agent.run(request(QUESTION)))
     assert model.capabilities.tool_calling is None
 
 
-@pytest.mark.parametrize("strategy", ["agentic", "retrieve_first"])
+@pytest.mark.parametrize("strategy", [*AGENTIC_STRATEGIES, "retrieve_first"])
 async def test_no_document_text_reaches_the_system_role(strategy: StrategyName) -> None:
     model = FakeChatModel(
-        Scripted(text="WABOT-1 [1]."), tool_calling="streamed" if strategy == "agentic" else None
+        Scripted(text="WABOT-1 [1]."), tool_calling="streamed" if strategy in AGENTIC_STRATEGIES else None
     )
     agent, _ = agent_with(model, strategy)
 
