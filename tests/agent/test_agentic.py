@@ -56,7 +56,10 @@ def call(query: str, *, top_k: int | None = None, id: str = "call_1") -> ToolCal
 
 
 async def test_tool_loop_from_question_to_cited_answer(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory, agentic_strategy: str
+    fake_openai: FakeOpenAI,
+    retriever: FakeRetriever,
+    build_agentic: AgentFactory,
+    agentic_strategy: str,
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.82), (JOINT, 0.5))
     retriever.add("URDF link definition", (LINK, 0.9), (INERTIA, 0.6), (JOINT, 0.4))

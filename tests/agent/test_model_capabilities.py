@@ -93,7 +93,9 @@ async def test_streamed_tool_calls_are_used_where_they_work(strategy: StrategyNa
 
 
 @pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
-async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streaming(strategy: StrategyName) -> None:
+async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streaming(
+    strategy: StrategyName,
+) -> None:
     # llama-cpp-python: HTTP 200 and an empty body for stream + tool_choice "auto".
     model = FakeChatModel(
         Scripted(empty_when_streamed=True),  # the probe
@@ -118,7 +120,9 @@ async def test_an_endpoint_that_cannot_stream_tool_calls_decides_without_streami
 
 
 @pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
-async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_so(strategy: StrategyName) -> None:
+async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_so(
+    strategy: StrategyName,
+) -> None:
     rejected = ModelRequestRejected(
         "the model endpoint rejected the request (HTTP 400): "
         "registry.ollama.ai/library/gemma does not support tools"
@@ -144,7 +148,9 @@ async def test_an_endpoint_without_tools_falls_back_to_retrieve_first_and_says_s
 
 
 @pytest.mark.parametrize("strategy", AGENTIC_STRATEGIES)
-async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback(strategy: StrategyName) -> None:
+async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback(
+    strategy: StrategyName,
+) -> None:
     model = FakeChatModel(Scripted(error=ModelRequestRejected("the model `nope` does not exist")))
     agent, _ = agent_with(model, strategy)
 
@@ -156,7 +162,8 @@ async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback(strategy: S
 @pytest.mark.parametrize("strategy", [*AGENTIC_STRATEGIES, "retrieve_first"])
 async def test_no_document_text_reaches_the_system_role(strategy: StrategyName) -> None:
     model = FakeChatModel(
-        Scripted(text="WABOT-1 [1]."), tool_calling="streamed" if strategy in AGENTIC_STRATEGIES else None
+        Scripted(text="WABOT-1 [1]."),
+        tool_calling="streamed" if strategy in AGENTIC_STRATEGIES else None,
     )
     agent, _ = agent_with(model, strategy)
 

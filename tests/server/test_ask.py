@@ -87,8 +87,9 @@ async def test_nothing_relevant_gives_no_answer(tmp_path: Path) -> None:
 # --- agentic: a real OpenAI client against the scripted model -------------------------
 
 
+@pytest.mark.parametrize("strategy", ["agentic", "agents_sdk"])
 async def test_agentic_run_calls_the_tool_and_streams_a_cited_answer(
-    tmp_path: Path, fake_llm: FakeOpenAI
+    tmp_path: Path, fake_llm: FakeOpenAI, strategy: str
 ) -> None:
     fake_llm.script_chat(
         ChatReply.calls(
@@ -96,12 +97,14 @@ async def test_agentic_run_calls_the_tool_and_streams_a_cited_answer(
         ),
         ChatReply.text("A URDF file lists the links and joints of a robot [1].", pieces=5),
     )
-    async with running_server(tmp_path, llm_base_url=fake_llm.base_url, documents=BOOKLET) as srv:
+    async with running_server(
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy=strategy, documents=BOOKLET
+    ) as srv:
         events = await _stream(srv, query="What does a URDF file describe?")
     check_stream(events)
     final = events[-1].completed
     assert final.status == agent_pb2.RESPONSE_STATUS_SUCCESS
-    assert final.strategy == "agentic"
+    assert final.strategy == strategy
     assert final.answer_mode == agent_pb2.ANSWER_MODE_GENERATIVE
     assert final.answer == "A URDF file lists the links and joints of a robot [1]."
     assert final.usage.total_tokens > 0
@@ -139,14 +142,15 @@ async def test_rejected_api_key_names_the_setting(tmp_path: Path, fake_llm: Fake
     assert "RAGAGENT_LLM_API_KEY" in (caught.value.details() or "")
 
 
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agents_sdk"])
 async def test_cancelling_mid_answer_closes_the_model_stream_and_records_the_turn(
-    tmp_path: Path, fake_llm: FakeOpenAI
+    tmp_path: Path, fake_llm: FakeOpenAI, strategy: str
 ) -> None:
     fake_llm.script_chat(
         ChatReply.text("URDF " * 40, pieces=40, delta_interval=0.1),
     )
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy=strategy, documents=BOOKLET
     ) as srv:
         baseline = len(asyncio.all_tasks())
         call = _stub(srv).AskStream(
@@ -187,15 +191,16 @@ async def test_cancelling_mid_answer_closes_the_model_stream_and_records_the_tur
 # --- sessions ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agents_sdk"])
 async def test_a_session_continues_and_the_model_sees_the_earlier_turn(
-    tmp_path: Path, fake_llm: FakeOpenAI
+    tmp_path: Path, fake_llm: FakeOpenAI, strategy: str
 ) -> None:
     fake_llm.script_chat(
         ChatReply.text("URDF describes links and joints [1]."),
         ChatReply.text("Joints connect links [1]."),
     )
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy=strategy, documents=BOOKLET
     ) as srv:
         user = (("x-user-id", "alice"),)
         first = (await _stream(srv, user, query="What does a URDF file describe?"))[-1].completed
@@ -236,10 +241,13 @@ async def test_an_unknown_session_is_not_found_with_resource_info(tmp_path: Path
     assert info.resource_name == missing  # type: ignore[attr-defined]
 
 
-async def test_the_deadline_reaches_the_model_call(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agents_sdk"])
+async def test_the_deadline_reaches_the_model_call(
+    tmp_path: Path, fake_llm: FakeOpenAI, strategy: str
+) -> None:
     fake_llm.script_chat(ChatReply.text("Too late.", delay=5))
     async with running_server(
-        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy="retrieve_first", documents=BOOKLET
+        tmp_path, llm_base_url=fake_llm.base_url, agent_strategy=strategy, documents=BOOKLET
     ) as srv:
         call = _stub(srv).AskStream(
             agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=1.5

@@ -236,8 +236,9 @@ class AgentResponse(_message.Message):
     answer_mode: Global___AnswerMode.ValueType
     """How the answer text was produced."""
     strategy: _builtins.str
-    """The agent strategy that ran: "agentic", "retrieve_first" or "extractive". An agentic
-    server whose model endpoint cannot call tools runs, and names, "retrieve_first".
+    """The agent strategy that ran: "agentic", "agents_sdk", "retrieve_first" or "extractive".
+    An agentic (or agents_sdk) server whose model endpoint cannot call tools runs, and
+    names, "retrieve_first".
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:

@@ -77,10 +77,10 @@ class RunModel(Model):
         self.finish_reason = ""
         self.model_name = ""
 
-    async def get_response(
+    async def get_response(  # noqa: PLR0917 (the SDK's signature)
         self,
         system_instructions: str | None,
-        input: str | list[TResponseInputItem],  # noqa: A002 (the SDK's keyword)
+        input: str | list[TResponseInputItem],
         model_settings: ModelSettings,
         tools: list[Tool],
         output_schema: Any,
@@ -94,10 +94,10 @@ class RunModel(Model):
         output, usage = await self._turn(system_instructions, input, model_settings, tools)
         return ModelResponse(output=output, usage=usage, response_id=None)
 
-    async def stream_response(  # type: ignore[override]  # an async generator, as in the SDK
+    async def stream_response(  # noqa: PLR0917 (the SDK's signature; an async generator)
         self,
         system_instructions: str | None,
-        input: str | list[TResponseInputItem],  # noqa: A002 (the SDK's keyword)
+        input: str | list[TResponseInputItem],
         model_settings: ModelSettings,
         tools: list[Tool],
         output_schema: Any,
@@ -121,7 +121,9 @@ class RunModel(Model):
             # The run counts usage itself (ModelTurns); the SDK's count is not reported.
             usage=None,
         )
-        yield ResponseCompletedEvent(response=response, type="response.completed", sequence_number=0)
+        yield ResponseCompletedEvent(
+            response=response, type="response.completed", sequence_number=0
+        )
 
     async def _turn(
         self,
@@ -176,7 +178,9 @@ class RunModel(Model):
         """What the turn's results may take: the window less the prompt so far (with the
         turn's calls) and the answer, shared between the calls."""
         calls = [(c.id, c.name, c.arguments) for c in turn.tool_calls]
-        so_far = self._turns.model.count_messages([*messages, assistant_tool_calls(turn.text, calls)])
+        so_far = self._turns.model.count_messages(
+            [*messages, assistant_tool_calls(turn.text, calls)]
+        )
         self.budget.allowance = self._window - so_far - self._tool_tokens - self._max_tokens
         self.budget.calls = len(calls)
 

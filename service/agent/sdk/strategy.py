@@ -63,8 +63,7 @@ class AgentsSdkStrategy:
 
     def __init__(self, *, tracing: bool) -> None:
         self._tracing = tracing
-        if not tracing:
-            set_tracing_disabled(True)
+        set_tracing_disabled(not tracing)  # the SDK's switch is process-wide
 
     async def run(
         self, run: Run, model: ChatModel, *, temperature: float, max_tool_rounds: int
@@ -86,7 +85,9 @@ class AgentsSdkStrategy:
             build=agentic_messages,
             tools=[RETRIEVAL_TOOL],
         )
-        instructions, opening = _split(agentic_messages(request.query, fitted.history, fitted.sources))
+        instructions, opening = _split(
+            agentic_messages(request.query, fitted.history, fitted.sources)
+        )
         turns = run.turns(model)
         sdk_model = RunModel(
             run,
