@@ -1,7 +1,9 @@
-"""Runs the benchmarks in turn: ``python -m tests.bench [NAME ...] [--full]``.
+"""Runs the benchmarks in turn: ``python -m tests.bench [NAME ...] [--full] [--json PATH]``.
 
 Quick mode by default; ``--full`` (or BENCH_MODE=full, which ``make bench BENCH_MODE=full``
-passes through) runs the long ones at full size: the soak at 500 streams for 10 minutes.
+passes through) runs the long ones at full size: the soak at 500 streams for 10 minutes, the
+overhead benchmark with 500 streams and PostgreSQL. ``--json PATH`` (BENCH_JSON) writes the
+overhead benchmark's figures as JSON.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import asyncio
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from service.observability.logging import configure_logging
-from tests.bench import bench_ingest, bench_retrieve, bench_scale, bench_soak
+from tests.bench import bench_ingest, bench_overhead, bench_retrieve, bench_scale, bench_soak
 
-BENCHES: dict[str, Callable[[bool], Coroutine[Any, Any, object]]] = {
-    "retrieve": lambda full: bench_retrieve.main(),
-    "ingest": lambda full: bench_ingest.main(),
-    "scale": lambda full: bench_scale.main(),
-    "soak": lambda full: bench_soak.main(full=full),
+BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] = {
+    "retrieve": lambda args: bench_retrieve.main(),
+    "ingest": lambda args: bench_ingest.main(),
+    "scale": lambda args: bench_scale.main(),
+    "soak": lambda args: bench_soak.main(full=args.full),
+    "overhead": lambda args: bench_overhead.main(full=args.full, json_path=args.json),
 }
 
 
@@ -38,13 +42,19 @@ def main() -> None:
         default=os.environ.get("BENCH_MODE") == "full",
         help="full size (default when BENCH_MODE=full)",
     )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=os.environ.get("BENCH_JSON") or None,
+        help="where the overhead benchmark writes its figures as JSON (default BENCH_JSON)",
+    )
     args = parser.parse_args()
     if unknown := set(args.names) - BENCHES.keys():
         parser.error(f"unknown benchmark {', '.join(sorted(unknown))}")
     configure_logging("WARNING", "console")
     for name in args.names or BENCHES:
         print(f"== {name}{' (full)' if args.full else ''}")
-        asyncio.run(BENCHES[name](args.full))
+        asyncio.run(BENCHES[name](args))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ process, so that the ragagent server under test talks to it over real sockets:
 - every other request gets a text answer of ``--deltas`` pieces, ``--interval`` s apart,
   citing source [1].
 
+``POST /bench/shape`` with ``{"deltas": N, "interval": S}`` changes the answers that come
+after it (answers already streaming keep theirs): a benchmark keeps one model process, and
+the servers pointed at it, across scenarios that need different answers.
+
 Run: ``python -m tests.fakes.model_process [--deltas N] [--interval S]``; it prints
 ``port=<port>`` on the first line of stdout once it listens, and runs until SIGTERM.
 """
@@ -25,6 +29,8 @@ from typing import Any
 
 from tests.fakes.openai_script import ChatReply, ToolCallScript
 from tests.fakes.openai_server import FakeOpenAI, _Exchange
+
+SHAPE_PATH = "/bench/shape"
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -58,6 +64,17 @@ class EndlessModel(FakeOpenAI):
         self.requests.clear()
         self.script_chat(reply_for(io.record.body, deltas=self._deltas, interval=self._interval))
         return await super()._chat_completion(io)
+
+    async def _other_route(self, io: _Exchange) -> bool:
+        if io.record.path != SHAPE_PATH or io.record.method != "POST":
+            return await super()._other_route(io)
+        self.requests.clear()
+        body = io.record.body
+        deltas, interval = body.get("deltas", self._deltas), body.get("interval", self._interval)
+        if not isinstance(deltas, int) or deltas < 1 or not isinstance(interval, int | float):
+            return await io.json(400, {"error": "deltas: an integer >= 1, interval: seconds"})
+        self._deltas, self._interval = deltas, max(0.0, float(interval))
+        return await io.json(200, {"deltas": self._deltas, "interval": self._interval})
 
 
 async def _main(deltas: int, interval: float) -> None:

@@ -185,13 +185,17 @@ class FakeOpenAI:
             elif path == EMBEDDINGS_PATH:
                 keep = await self._embed(io)
             else:
-                keep = await io.json(404, error_body(f"no route for {path}", 404))
+                keep = await self._other_route(io)
         except _ClientGone:
             record.client_closed = True
             record.closed.set()
             raise
         record.completed = keep
         return keep
+
+    async def _other_route(self, io: _Exchange) -> bool:
+        """A path outside the OpenAI API; subclasses may serve their own."""
+        return await io.json(404, error_body(f"no route for {io.record.path}", 404))
 
     async def _chat_completion(self, io: _Exchange) -> bool:
         if not self._chat:

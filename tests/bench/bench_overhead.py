@@ -1,0 +1,447 @@
+"""What the service adds: first token, relay, CPU and concurrency against the floor and the
+Agents SDK, every figure a ratio measured in the same run.
+
+Processes: the endless fake model (tests/fakes/model_process.py, zero think time unless a
+phase says otherwise); ``ragagent serve``; the floor (floor_server.py: a bare grpc.aio
+AskStream doing the same search and streamed completion); the peer (peer_server.py: the
+OpenAI Agents SDK with a function_tool over the same retrieval, tracing off). Each server
+gets its own copy of one ingested data dir (the textbook, so retrieval runs at book size)
+and the same RAGAGENT_* settings; its CPU is read from its own /proc/<pid>/stat, its peak
+RSS from VmHWM. Within a phase the sides take turns round by round, in a rotating order
+(A B C, B C A, ...); each figure is the median over rounds of the per-round value.
+
+Phases (retrieve_first servers, then agentic ones):
+- first token: questions one at a time, answers of 20 chunks; against the model called
+  directly from the benchmark, and the server's own Retrieve timing (query embedding and
+  search) for the retrieval share;
+- relay: answers of 2,000 chunks, chunks per second from first delta to end of stream;
+- CPU per answered question: agentic, one tool call, ~150-chunk answers, against the
+  floor and the peer;
+- concurrency: N streams at once (100 chunks 20 ms apart): all completed, first-token
+  p50/p99 and peak RSS against the floor.
+
+Run: ``python -m tests.bench overhead [--full] [--json PATH]``: quick by default (SQLite,
+200 streams); ``--full`` adds 500 streams, more rounds, and PostgreSQL
+(TEST_POSTGRES_DSN, default postgresql://postgres@127.0.0.1:5432/test; skipped with the
+reason when unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
+
+from tests.bench.bench_soak import POSTGRES_DSN, database
+from tests.bench.common import BOOK
+from tests.bench.overhead_load import (
+    Answer,
+    ask_at_once,
+    ask_in_turn,
+    direct_first_token,
+    median,
+    p,
+    retrieval_took,
+    set_shape,
+)
+from tests.bench.sides import Side, launch
+from tests.processes import ModelProcess, ingest_folder, model_process
+
+MODEL_NAME = "fake-model"
+
+
+@dataclass(frozen=True)
+class Size:
+    rounds: int
+    questions: int  # per side and round, in the first-token and CPU phases
+    short_chunks: int  # answer of the first-token phase
+    relay_chunks: int
+    relay_streams: int  # per side and round
+    answer_chunks: int  # agentic answer of the CPU phase (~150 tokens)
+    streams: tuple[int, ...]
+    stream_chunks: int
+    stream_interval: float
+    stream_rounds: int
+    stores: tuple[str, ...]
+
+
+QUICK = Size(5, 8, 20, 2000, 2, 150, (200,), 100, 0.02, 2, ("sqlite",))
+FULL = Size(9, 16, 20, 2000, 3, 150, (200, 500), 100, 0.02, 3, ("sqlite", "postgres"))
+TINY = Size(1, 2, 5, 50, 1, 20, (4,), 5, 0.01, 1, ("sqlite",))  # the smoke test's
+
+
+@dataclass
+class Figure:
+    """One compared figure; ``value`` is checked against ``bound`` (None: shown only)."""
+
+    name: str
+    measured: str
+    baseline: str
+    value: float
+    target: str
+    bound: float | None = None
+    at_least: bool = False  # the target is a floor, not a ceiling
+
+    @property
+    def verdict(self) -> str:
+        if self.bound is None:
+            return ""
+        met = self.value >= self.bound if self.at_least else self.value <= self.bound
+        return "PASS" if met else "MISS"
+
+
+@dataclass
+class Rounds:
+    """Per-side values, one per round."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, side: str, value: float) -> None:
+        self.values.setdefault(side, []).append(value)
+
+    def median(self, side: str) -> float:
+        return median(self.values[side])
+
+    def ratio(self, side: str, baseline: str) -> float:
+        """Median over rounds of the per-round ratio."""
+        pairs = zip(self.values[side], self.values[baseline], strict=True)
+        return median([a / b for a, b in pairs])
+
+
+def rotated(names: list[str], round_: int) -> list[str]:
+    k = round_ % len(names)
+    return names[k:] + names[:k]
+
+
+def first_deltas(side: str, answers: list[Answer]) -> list[float]:
+    missing = [a.code for a in answers if a.first_delta is None or not a.answered]
+    if missing:
+        raise RuntimeError(f"{side}: {len(missing)} of {len(answers)} unanswered ({missing[:5]})")
+    return [a.first_delta for a in answers if a.first_delta is not None]
+
+
+async def interleave(
+    rounds: int, actions: dict[str, Callable[[int], Awaitable[float]]]
+) -> Rounds:
+    """Each round, every action in a rotating order; an action gets the round, gives a value."""
+    result = Rounds()
+    for round_ in range(rounds):
+        for name in rotated(list(actions), round_):
+            result.add(name, await actions[name](round_))
+    return result
+
+
+async def first_token(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list[Figure]:
+    await set_shape(model.base_url, size.short_chunks, 0.0)
+    q = size.questions
+
+    async def on(side: Side, round_: int) -> float:
+        return median(first_deltas(side.name, await ask_in_turn(side.target, q, round_ * q)))
+
+    async def direct(round_: int) -> float:
+        return median(await direct_first_token(model.base_url, MODEL_NAME, q, round_ * q))
+
+    async def retrieval(round_: int) -> float:
+        return median(await retrieval_took(rag.target, q, round_ * q))
+
+    actions = {
+        "ragagent": lambda r: on(rag, r),
+        "floor": lambda r: on(floor, r),
+        "direct": direct,
+        "retrieval": retrieval,
+    }
+    for action in actions.values():  # warm-up: connections, caches, first-call imports
+        await action(0)
+    t = await interleave(size.rounds, actions)
+    v = t.values
+    added = [a - d for a, d in zip(v["ragagent"], v["direct"], strict=True)]
+    floor_added = [a - d for a, d in zip(v["floor"], v["direct"], strict=True)]
+    beyond = [a - r for a, r in zip(added, v["retrieval"], strict=True)]
+    ms = 1000.0
+    return [
+        Figure(
+            "first token added beyond retrieval, p50 (retrieve_first)",
+            f"+{median(added) * ms:.1f} ms over the direct call "
+            f"(retrieval {t.median('retrieval') * ms:.1f} ms of it)",
+            f"direct call {t.median('direct') * ms:.1f} ms; bare floor "
+            f"+{median(floor_added) * ms:.1f} ms",
+            median(beyond) * ms,
+            "<= 10 ms",
+            10.0,
+        ),
+        Figure(
+            "retrieval p50 incl. query embedding (server's Retrieve took)",
+            f"{t.median('retrieval') * ms:.2f} ms",
+            "",
+            t.median("retrieval") * ms,
+            "<= 10 ms",
+            10.0,
+        ),
+        Figure(
+            "first token p50 (retrieve_first)",
+            f"{t.median('ragagent') * ms:.1f} ms",
+            f"bare floor {t.median('floor') * ms:.1f} ms",
+            t.ratio("ragagent", "floor"),
+            "ratio, shown only",
+        ),
+    ]
+
+
+async def relay(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list[Figure]:
+    await set_shape(model.base_url, size.relay_chunks, 0.0)
+
+    async def on(side: Side, round_: int) -> float:
+        answers = await ask_in_turn(side.target, size.relay_streams, round_)
+        first_deltas(side.name, answers)
+        return median([size.relay_chunks / (a.end - (a.first_delta or 0.0)) for a in answers])
+
+    await on(rag, 0)
+    await on(floor, 0)
+    t = await interleave(size.rounds, {"ragagent": lambda r: on(rag, r), "floor": lambda r: on(floor, r)})
+    return [
+        Figure(
+            f"relay of {size.relay_chunks:,} streamed chunks",
+            f"{t.median('ragagent'):,.0f} chunks/s",
+            f"bare grpc.aio relay {t.median('floor'):,.0f} chunks/s",
+            t.ratio("ragagent", "floor"),
+            ">= 0.95x bare",
+            0.95,
+            at_least=True,
+        )
+    ]
+
+
+async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[Figure]:
+    await set_shape(model.base_url, size.answer_chunks, 0.0)
+    q = size.questions
+    unanswered: dict[str, int] = {}
+
+    async def on(side: Side, round_: int) -> float:
+        before = side.cpu()
+        answers = await ask_in_turn(side.target, q, round_ * q)
+        spent = side.cpu() - before
+        answered = sum(a.answered for a in answers)
+        unanswered[side.name] = unanswered.get(side.name, 0) + q - answered
+        if not answered:
+            raise RuntimeError(f"{side.name} answered none of {q} questions")
+        return spent / answered
+
+    for side in sides.values():
+        await ask_in_turn(side.target, 2)
+    t = await interleave(size.rounds, {n: (lambda r, s=s: on(s, r)) for n, s in sides.items()})
+    ms = 1000.0
+    note = f"; unanswered {unanswered}" if any(unanswered.values()) else ""
+    measured = f"{t.median('ragagent') * ms:.1f} ms{note}"
+    return [
+        Figure(
+            "server CPU per answered question vs the Agents SDK (agentic, one tool call)",
+            measured,
+            f"Agents SDK behind a minimal servicer {t.median('peer') * ms:.1f} ms",
+            t.ratio("ragagent", "peer"),
+            "<= 0.8x SDK",
+            0.8,
+        ),
+        Figure(
+            "server CPU per answered question vs bare",
+            measured,
+            f"bare floor {t.median('floor') * ms:.1f} ms",
+            t.ratio("ragagent", "floor"),
+            "<= 1.1x bare",
+            1.1,
+        ),
+    ]
+
+
+async def concurrency(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list[Figure]:
+    await set_shape(model.base_url, size.stream_chunks, size.stream_interval)
+    figures = []
+    for n in size.streams:
+        p50, p99, rss, done = Rounds(), Rounds(), Rounds(), Rounds()
+
+        async def on(side: Side, round_: int, n: int = n) -> float:
+            side.reset_peak()
+            answers = await ask_at_once(side.target, n)
+            rss.add(side.name, side.peak_rss())
+            seen = [a.first_delta for a in answers if a.first_delta is not None]
+            p50.add(side.name, median(seen) if seen else float("inf"))
+            p99.add(side.name, p(seen, 0.99) if seen else float("inf"))
+            done.add(side.name, sum(a.answered for a in answers))
+            await asyncio.sleep(1.0)  # the streams' ends settle before the next side starts
+            return 0.0
+
+        await interleave(
+            size.stream_rounds, {"ragagent": lambda r: on(rag, r), "floor": lambda r: on(floor, r)}
+        )
+        total = n * size.stream_rounds
+        rag_done, floor_done = sum(done.values["ragagent"]), sum(done.values["floor"])
+        figures += [
+            Figure(
+                f"{n} concurrent streams: completed",
+                f"{rag_done:.0f} of {total}",
+                f"bare floor {floor_done:.0f} of {total}",
+                rag_done / total,
+                "all",
+                1.0,
+                at_least=True,
+            ),
+            Figure(
+                f"{n} concurrent streams: first token p50 / p99",
+                f"{p50.median('ragagent'):.2f} s / {p99.median('ragagent'):.2f} s",
+                f"bare floor {p50.median('floor'):.2f} s / {p99.median('floor'):.2f} s",
+                p99.ratio("ragagent", "floor"),
+                "p99 <= 1.1x bare",
+                1.1,
+            ),
+            Figure(
+                f"{n} concurrent streams: peak RSS",
+                f"{rss.median('ragagent'):.0f} MiB",
+                f"bare floor {rss.median('floor'):.0f} MiB",
+                rss.ratio("ragagent", "floor"),
+                "<= 1.1x bare",
+                1.1,
+            ),
+        ]
+    return figures
+
+
+@contextlib.contextmanager
+def started(*sides: Side) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for side in sides:
+            side.server.stop()
+
+
+async def one_store(
+    prepared: Path, folder: Path, settings: dict[str, str], own: dict[str, str],
+    model: ModelProcess, size: Size,
+) -> tuple[list[Figure], int]:
+    """Every phase against servers over ``prepared``; ragagent also gets ``own``."""
+
+    async def start(kind: str, mode: str) -> Side:
+        extra = own if kind == "ragagent" else {}
+        return await asyncio.to_thread(
+            launch, kind, folder / f"{kind}-{mode}", prepared, mode, {**settings, **extra}
+        )
+
+    figures: list[Figure] = []
+    rag, floor = await start("ragagent", "retrieve_first"), await start("floor", "retrieve_first")
+    with started(rag, floor):
+        chunks = await corpus_chunks(rag.target)
+        figures += await first_token(rag, floor, model, size)
+        figures += await relay(rag, floor, model, size)
+        for side in (rag, floor):
+            side.check()
+    rag, floor = await start("ragagent", "agentic"), await start("floor", "agentic")
+    with started(rag, floor):
+        peer = await start("peer", "agentic")
+        with started(peer):
+            figures += await cpu({"ragagent": rag, "floor": floor, "peer": peer}, model, size)
+        figures += await concurrency(rag, floor, model, size)
+        for side in (rag, floor):
+            side.check()
+    return figures, chunks
+
+
+async def postgres_unreachable() -> str | None:
+    """Why PostgreSQL cannot be used, or None when it can."""
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(POSTGRES_DSN, timeout=3)
+    except (OSError, asyncpg.PostgresError) as error:
+        return f"PostgreSQL unreachable at {POSTGRES_DSN}: {error}"
+    await connection.close()
+    return None
+
+
+async def corpus_chunks(target: str) -> int:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = corpus_pb2_grpc.CorpusServiceStub(channel)
+        stats = await stub.GetCorpusStats(corpus_pb2.GetCorpusStatsRequest(), timeout=30)
+    return int(stats.chunk_count)
+
+
+def machine() -> str:
+    model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.machine(),
+    )
+    return f"{os.cpu_count()} cores, {model}"
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print(f"\n{results['date']}, {results['machine']}, {results['mode']} mode, "
+          f"corpus: {results['corpus']}")
+    print("| store | figure | ragagent | baseline | ratio or value | target | |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for store, outcome in results["stores"].items():
+        if "skipped" in outcome:
+            print(f"| {store} | skipped: {outcome['skipped']} | | | | | |")
+            continue
+        for f in outcome["figures"]:
+            print(f"| {store} | {f['name']} | {f['measured']} | {f['baseline']} | "
+                  f"{f['value']:.2f} | {f['target']} | {f['verdict']} |")
+
+
+async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "mode": mode,
+        "stores": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="ragagent-overhead-") as tmp:
+        prepared = Path(tmp) / "prepared"
+        began = time.monotonic()
+        await asyncio.to_thread(ingest_folder, prepared, corpus)
+        print(f"  ingested {corpus} in {time.monotonic() - began:.0f} s")
+        with model_process(deltas=size.short_chunks, interval=0.0) as model:
+            settings = {
+                "llm_base_url": model.base_url,
+                "llm_api_key": "bench",
+                "llm_model": MODEL_NAME,
+                "llm_tool_calling": "streamed",
+                "llm_context_tokens": "16384",
+            }
+            for store in size.stores:
+                if store == "postgres" and (reason := await postgres_unreachable()):
+                    results["stores"][store] = {"skipped": reason}
+                    print(f"  PostgreSQL skipped: {reason}")
+                    continue
+                print(f"-- sessions on {store}")
+                async with database(store) as own:
+                    figures, chunks = await one_store(
+                        prepared, Path(tmp) / store, settings, own, model, size
+                    )
+                results["corpus"] = f"{corpus.name} ({chunks} chunks)"
+                results["stores"][store] = {
+                    "figures": [asdict(f) | {"verdict": f.verdict} for f in figures]
+                }
+    results.setdefault("corpus", corpus.name)
+    print_table(results)
+    if json_path is not None:
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"written to {json_path}")
+    return results
+
+
+async def main(*, full: bool = False, json_path: Path | None = None) -> None:
+    if not BOOK.is_dir():
+        print(f"skipped: the textbook is absent ({BOOK}); the overhead figures are at book size")
+        return
+    await run(FULL if full else QUICK, BOOK, "full" if full else "quick", json_path)

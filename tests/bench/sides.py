@@ -1,0 +1,141 @@
+"""The servers the overhead benchmark compares, each a process of its own, and what /proc
+says about them: CPU time (utime + stime, all threads) and peak RSS (VmHWM, which the
+benchmark resets between phases through /proc/<pid>/clear_refs)."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.processes import REPO, ServerProcess, clean_env, free_port, start_server
+
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far, every thread included."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (fields 14, 15)
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise LookupError(f"{key} not in /proc/{pid}/status")
+
+
+def peak_rss_mib(pid: int) -> float:
+    return _status_kib(pid, "VmHWM") / 1024
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Starts VmHWM again from the current RSS (Linux: "5" to clear_refs)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+class MinimalProcess:
+    """A baseline server (tests/bench/floor_server.py or peer_server.py) on a free port."""
+
+    def __init__(self, module: str, args: list[str], folder: Path, settings: dict[str, str]):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.log_path = folder / "server.log"
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", module, str(self.port), *args],
+                env=clean_env(**settings),
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline().decode() if ready else ""
+        if line.strip() != "ready":
+            self.stop(5)
+            log = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{' '.join(self.process.args)} did not start:\n{log}")  # type: ignore[arg-type]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return int(self.process.returncode)
+
+
+@dataclass
+class Side:
+    """One server under comparison: its name in the report and its process."""
+
+    name: str
+    server: ServerProcess | MinimalProcess
+
+    @property
+    def target(self) -> str:
+        return self.server.target
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.server.pid)
+
+    def peak_rss(self) -> float:
+        return peak_rss_mib(self.server.pid)
+
+    def reset_peak(self) -> None:
+        reset_peak_rss(self.server.pid)
+
+    def check(self) -> None:
+        if not self.server.alive():
+            raise RuntimeError(f"{self.name} died; its log: {self.server.log_path}")
+
+
+def data_copy(prepared: Path, folder: Path) -> Path:
+    """A copy of the ingested data dir for one server: the embedded store is one process's."""
+    shutil.copytree(prepared, folder, ignore=shutil.ignore_patterns("*.log", "sessions*"))
+    return folder
+
+
+def launch(
+    kind: str, folder: Path, prepared: Path, mode: str, settings: dict[str, str]
+) -> Side:
+    """``ragagent`` (``ragagent serve``), ``floor`` or ``peer``, serving over a copy of
+    ``prepared``, in ``mode`` (retrieve_first or agentic; the peer is agentic only)."""
+    data = data_copy(prepared, folder / "data")
+    chosen = {**settings, "data_dir": str(data)}
+    started = time.monotonic()
+    if kind == "ragagent":
+        server: ServerProcess | MinimalProcess = start_server(
+            folder, **chosen, agent_strategy=mode
+        )
+    else:
+        module = "tests.bench.floor_server" if kind == "floor" else "tests.bench.peer_server"
+        server = MinimalProcess(module, [mode] if kind == "floor" else [], folder, chosen)
+        server.wait_ready()
+    name = kind if kind == "peer" else f"{kind} ({mode})"
+    print(f"  started {name} in {time.monotonic() - started:.1f} s (pid {server.pid})")
+    return Side(kind, server)
