@@ -101,8 +101,10 @@ test: setup ## the whole test suite
 test-fast: setup ## tests without the slow ones
 	$(BIN)/pytest -q -m 'not slow'
 
+# make bench [BENCH="overhead soak"] [BENCH_MODE=full] [BENCH_JSON=figures.json]: quick mode
+# unless BENCH_MODE=full; BENCH names some of the benchmarks (default: all of them).
 bench: setup ## benchmarks: figures and ratios against baselines measured in the same run
-	$(PY) -m tests.bench
+	$(PY) -m tests.bench $(BENCH)
 
 clean: ## remove caches (keeps .venv and the downloads)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache

@@ -34,8 +34,7 @@ import json
 import os
 import platform
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,8 +55,8 @@ from tests.bench.overhead_load import (
     retrieval_took,
     set_shape,
 )
-from tests.bench.sides import Side, launch
-from tests.processes import ModelProcess, ingest_folder, model_process
+from tests.bench.sides import Side, ingested, launch
+from tests.processes import ModelProcess, model_process
 
 MODEL_NAME = "fake-model"
 
@@ -133,7 +132,7 @@ def first_deltas(side: str, answers: list[Answer]) -> list[float]:
 
 
 async def interleave(
-    rounds: int, actions: dict[str, Callable[[int], Awaitable[float]]]
+    rounds: int, actions: Mapping[str, Callable[[int], Awaitable[float]]]
 ) -> Rounds:
     """Each round, every action in a rotating order; an action gets the round, gives a value."""
     result = Rounds()
@@ -209,7 +208,9 @@ async def relay(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list
 
     await on(rag, 0)
     await on(floor, 0)
-    t = await interleave(size.rounds, {"ragagent": lambda r: on(rag, r), "floor": lambda r: on(floor, r)})
+    t = await interleave(
+        size.rounds, {"ragagent": lambda r: on(rag, r), "floor": lambda r: on(floor, r)}
+    )
     return [
         Figure(
             f"relay of {size.relay_chunks:,} streamed chunks",
@@ -240,7 +241,11 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
 
     for side in sides.values():
         await ask_in_turn(side.target, 2)
-    t = await interleave(size.rounds, {n: (lambda r, s=s: on(s, r)) for n, s in sides.items()})
+
+    def turn(side: Side) -> Callable[[int], Awaitable[float]]:
+        return lambda round_: on(side, round_)
+
+    t = await interleave(size.rounds, {name: turn(side) for name, side in sides.items()})
     ms = 1000.0
     note = f"; unanswered {unanswered}" if any(unanswered.values()) else ""
     measured = f"{t.median('ragagent') * ms:.1f} ms{note}"
@@ -268,52 +273,54 @@ async def concurrency(rag: Side, floor: Side, model: ModelProcess, size: Size) -
     await set_shape(model.base_url, size.stream_chunks, size.stream_interval)
     figures = []
     for n in size.streams:
-        p50, p99, rss, done = Rounds(), Rounds(), Rounds(), Rounds()
-
-        async def on(side: Side, round_: int, n: int = n) -> float:
-            side.reset_peak()
-            answers = await ask_at_once(side.target, n)
-            rss.add(side.name, side.peak_rss())
-            seen = [a.first_delta for a in answers if a.first_delta is not None]
-            p50.add(side.name, median(seen) if seen else float("inf"))
-            p99.add(side.name, p(seen, 0.99) if seen else float("inf"))
-            done.add(side.name, sum(a.answered for a in answers))
-            await asyncio.sleep(1.0)  # the streams' ends settle before the next side starts
-            return 0.0
-
-        await interleave(
-            size.stream_rounds, {"ragagent": lambda r: on(rag, r), "floor": lambda r: on(floor, r)}
-        )
-        total = n * size.stream_rounds
-        rag_done, floor_done = sum(done.values["ragagent"]), sum(done.values["floor"])
-        figures += [
-            Figure(
-                f"{n} concurrent streams: completed",
-                f"{rag_done:.0f} of {total}",
-                f"bare floor {floor_done:.0f} of {total}",
-                rag_done / total,
-                "all",
-                1.0,
-                at_least=True,
-            ),
-            Figure(
-                f"{n} concurrent streams: first token p50 / p99",
-                f"{p50.median('ragagent'):.2f} s / {p99.median('ragagent'):.2f} s",
-                f"bare floor {p50.median('floor'):.2f} s / {p99.median('floor'):.2f} s",
-                p99.ratio("ragagent", "floor"),
-                "p99 <= 1.1x bare",
-                1.1,
-            ),
-            Figure(
-                f"{n} concurrent streams: peak RSS",
-                f"{rss.median('ragagent'):.0f} MiB",
-                f"bare floor {rss.median('floor'):.0f} MiB",
-                rss.ratio("ragagent", "floor"),
-                "<= 1.1x bare",
-                1.1,
-            ),
-        ]
+        figures += await streams_at_once(rag, floor, n, size.stream_rounds)
     return figures
+
+
+async def streams_at_once(rag: Side, floor: Side, n: int, rounds: int) -> list[Figure]:
+    p50, p99, rss, done = Rounds(), Rounds(), Rounds(), Rounds()
+
+    async def on(side: Side) -> float:
+        side.reset_peak()
+        answers = await ask_at_once(side.target, n)
+        rss.add(side.name, side.peak_rss())
+        seen = [a.first_delta for a in answers if a.first_delta is not None]
+        p50.add(side.name, median(seen) if seen else float("inf"))
+        p99.add(side.name, p(seen, 0.99) if seen else float("inf"))
+        done.add(side.name, sum(a.answered for a in answers))
+        await asyncio.sleep(1.0)  # the streams' ends settle before the next side starts
+        return 0.0
+
+    await interleave(rounds, {"ragagent": lambda r: on(rag), "floor": lambda r: on(floor)})
+    total = n * rounds
+    rag_done, floor_done = sum(done.values["ragagent"]), sum(done.values["floor"])
+    return [
+        Figure(
+            f"{n} concurrent streams: completed",
+            f"{rag_done:.0f} of {total}",
+            f"bare floor {floor_done:.0f} of {total}",
+            rag_done / total,
+            "all",
+            1.0,
+            at_least=True,
+        ),
+        Figure(
+            f"{n} concurrent streams: first token p50 / p99",
+            f"{p50.median('ragagent'):.2f} s / {p99.median('ragagent'):.2f} s",
+            f"bare floor {p50.median('floor'):.2f} s / {p99.median('floor'):.2f} s",
+            p99.ratio("ragagent", "floor"),
+            "p99 <= 1.1x bare",
+            1.1,
+        ),
+        Figure(
+            f"{n} concurrent streams: peak RSS",
+            f"{rss.median('ragagent'):.0f} MiB",
+            f"bare floor {rss.median('floor'):.0f} MiB",
+            rss.ratio("ragagent", "floor"),
+            "<= 1.1x bare",
+            1.1,
+        ),
+    ]
 
 
 @contextlib.contextmanager
@@ -326,8 +333,13 @@ def started(*sides: Side) -> Iterator[None]:
 
 
 async def one_store(
-    prepared: Path, folder: Path, settings: dict[str, str], own: dict[str, str],
-    model: ModelProcess, size: Size,
+    *,
+    prepared: Path,
+    folder: Path,
+    settings: dict[str, str],
+    own: dict[str, str],
+    model: ModelProcess,
+    size: Size,
 ) -> tuple[list[Figure], int]:
     """Every phase against servers over ``prepared``; ragagent also gets ``own``."""
 
@@ -377,16 +389,21 @@ async def corpus_chunks(target: str) -> int:
 
 def machine() -> str:
     model = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.machine(),
     )
     return f"{os.cpu_count()} cores, {model}"
 
 
 def print_table(results: dict[str, Any]) -> None:
-    print(f"\n{results['date']}, {results['machine']}, {results['mode']} mode, "
-          f"corpus: {results['corpus']}")
+    print(
+        f"\n{results['date']}, {results['machine']}, {results['mode']} mode, "
+        f"corpus: {results['corpus']}"
+    )
     print("| store | figure | ragagent | baseline | ratio or value | target | |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for store, outcome in results["stores"].items():
@@ -394,8 +411,10 @@ def print_table(results: dict[str, Any]) -> None:
             print(f"| {store} | skipped: {outcome['skipped']} | | | | | |")
             continue
         for f in outcome["figures"]:
-            print(f"| {store} | {f['name']} | {f['measured']} | {f['baseline']} | "
-                  f"{f['value']:.2f} | {f['target']} | {f['verdict']} |")
+            print(
+                f"| {store} | {f['name']} | {f['measured']} | {f['baseline']} | "
+                f"{f['value']:.2f} | {f['target']} | {f['verdict']} |"
+            )
 
 
 async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None) -> dict[str, Any]:
@@ -406,10 +425,7 @@ async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None
         "stores": {},
     }
     with tempfile.TemporaryDirectory(prefix="ragagent-overhead-") as tmp:
-        prepared = Path(tmp) / "prepared"
-        began = time.monotonic()
-        await asyncio.to_thread(ingest_folder, prepared, corpus)
-        print(f"  ingested {corpus} in {time.monotonic() - began:.0f} s")
+        prepared = await asyncio.to_thread(ingested, corpus)
         with model_process(deltas=size.short_chunks, interval=0.0) as model:
             settings = {
                 "llm_base_url": model.base_url,
@@ -426,7 +442,12 @@ async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None
                 print(f"-- sessions on {store}")
                 async with database(store) as own:
                     figures, chunks = await one_store(
-                        prepared, Path(tmp) / store, settings, own, model, size
+                        prepared=prepared,
+                        folder=Path(tmp) / store,
+                        settings=settings,
+                        own=own,
+                        model=model,
+                        size=size,
                     )
                 results["corpus"] = f"{corpus.name} ({chunks} chunks)"
                 results["stores"][store] = {
@@ -435,7 +456,7 @@ async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None
     results.setdefault("corpus", corpus.name)
     print_table(results)
     if json_path is not None:
-        json_path.write_text(json.dumps(results, indent=2) + "\n")
+        await asyncio.to_thread(json_path.write_text, json.dumps(results, indent=2) + "\n")
         print(f"written to {json_path}")
     return results
 

@@ -8,7 +8,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BOOK = ROOT.parent / "shared" / "corpus" / "physical-ai-book" / "docs"
+
+
+def _book() -> Path:
+    """The shared textbook beside the repository, or beside the folder of worktrees that
+    holds it (/work/shared next to /work/main and /work/wt/<name>)."""
+    candidates = [p / "shared" / "corpus" / "physical-ai-book" / "docs" for p in ROOT.parents]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+BOOK = _book()
 
 
 def corpus() -> tuple[Path, str]:

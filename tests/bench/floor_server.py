@@ -39,7 +39,7 @@ class Floor(agent_pb2_grpc.AgentServiceServicer):
         self._model = settings.llm_model
         self._agentic = mode == "agentic"
 
-    async def AskStream(  # noqa: N802 - the generated servicer's name
+    async def AskStream(
         self, request: agent_pb2.QuestionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
         events = Events()
@@ -70,7 +70,9 @@ class Floor(agent_pb2_grpc.AgentServiceServicer):
                         ],
                     }
                 )
-                messages.append({"role": "tool", "tool_call_id": call_id, "content": passages(hits)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": passages(hits)}
+                )
         else:
             hits = await self._search(request.query, limit)
             yield events.found("floor", hits)

@@ -106,7 +106,9 @@ def model_client(settings: Settings) -> openai.AsyncOpenAI:
     )
 
 
-Build = Callable[[Search, openai.AsyncOpenAI, Settings], Awaitable[agent_pb2_grpc.AgentServiceServicer]]
+Build = Callable[
+    [Search, openai.AsyncOpenAI, Settings], Awaitable[agent_pb2_grpc.AgentServiceServicer]
+]
 
 
 async def serve(port: int, build: Build) -> None:

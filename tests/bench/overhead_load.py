@@ -62,9 +62,7 @@ async def ask_in_turn(target: str, count: int, offset: int = 0) -> list[Answer]:
     """``count`` questions one after another on one channel."""
     async with grpc.aio.insecure_channel(target) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        return [
-            await ask(stub, QUESTIONS[(offset + i) % len(QUESTIONS)]) for i in range(count)
-        ]
+        return [await ask(stub, QUESTIONS[(offset + i) % len(QUESTIONS)]) for i in range(count)]
 
 
 async def ask_at_once(target: str, streams: int) -> list[Answer]:

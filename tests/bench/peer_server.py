@@ -66,7 +66,7 @@ class Peer(agent_pb2_grpc.AgentServiceServicer):
         self._agent = agent
         self._config = RunConfig(tracing_disabled=True)
 
-    async def AskStream(  # noqa: N802 - the generated servicer's name
+    async def AskStream(
         self, request: agent_pb2.QuestionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
         events = Events()

@@ -4,6 +4,7 @@ benchmark resets between phases through /proc/<pid>/clear_refs)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import select
 import shutil
@@ -13,7 +14,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.processes import REPO, ServerProcess, clean_env, free_port, start_server
+from tests.processes import (
+    REPO,
+    ServerProcess,
+    clean_env,
+    free_port,
+    ingest_folder,
+    start_server,
+)
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
@@ -114,24 +122,51 @@ class Side:
             raise RuntimeError(f"{self.name} died; its log: {self.server.log_path}")
 
 
+CACHE = REPO / ".cache" / "bench"
+
+
+def ingested(corpus: Path) -> Path:
+    """A data dir holding ``corpus`` ingested by ``ragagent ingest``, made once and kept
+    under .cache/bench: on a busy 2-core machine the textbook takes minutes to embed. The
+    folder is named by what decides its content (the corpus files, and the ingestion,
+    retrieval and settings code), so a change to any of them ingests again."""
+    digest = hashlib.sha256()
+    for path in sorted(corpus.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(corpus)).encode() + path.read_bytes())
+    for folder in ("ingest", "retrieval"):
+        for path in sorted((REPO / "service" / folder).glob("*.py")):
+            digest.update(path.read_bytes())
+    digest.update((REPO / "service" / "config.py").read_bytes())
+    ready = CACHE / f"store-{digest.hexdigest()[:16]}"
+    if not (ready / "complete").exists():
+        making = ready.with_suffix(f".{os.getpid()}")
+        shutil.rmtree(making, ignore_errors=True)
+        started = time.monotonic()
+        ingest_folder(making, corpus)
+        (making / "complete").write_text(f"{corpus}\n")
+        shutil.rmtree(ready, ignore_errors=True)
+        making.rename(ready)
+        print(f"  ingested {corpus} in {time.monotonic() - started:.0f} s (kept in {ready})")
+    else:
+        print(f"  {corpus} as ingested before ({ready})")
+    return ready
+
+
 def data_copy(prepared: Path, folder: Path) -> Path:
     """A copy of the ingested data dir for one server: the embedded store is one process's."""
-    shutil.copytree(prepared, folder, ignore=shutil.ignore_patterns("*.log", "sessions*"))
+    shutil.copytree(prepared, folder, ignore=shutil.ignore_patterns("*.log", "complete"))
     return folder
 
 
-def launch(
-    kind: str, folder: Path, prepared: Path, mode: str, settings: dict[str, str]
-) -> Side:
+def launch(kind: str, folder: Path, prepared: Path, mode: str, settings: dict[str, str]) -> Side:
     """``ragagent`` (``ragagent serve``), ``floor`` or ``peer``, serving over a copy of
     ``prepared``, in ``mode`` (retrieve_first or agentic; the peer is agentic only)."""
     data = data_copy(prepared, folder / "data")
     chosen = {**settings, "data_dir": str(data)}
     started = time.monotonic()
     if kind == "ragagent":
-        server: ServerProcess | MinimalProcess = start_server(
-            folder, **chosen, agent_strategy=mode
-        )
+        server: ServerProcess | MinimalProcess = start_server(folder, **chosen, agent_strategy=mode)
     else:
         module = "tests.bench.floor_server" if kind == "floor" else "tests.bench.peer_server"
         server = MinimalProcess(module, [mode] if kind == "floor" else [], folder, chosen)
