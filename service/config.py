@@ -242,7 +242,11 @@ class Settings(BaseSettings):
         "fastest (no padding), on a GPU larger batches pay.",
     )
     embedding_threads: int | None = Field(
-        None, ge=1, description="ONNX runtime threads for fastembed; unset = all cores."
+        1,
+        ge=1,
+        description="ONNX runtime threads per fastembed inference; unset = all cores. One "
+        "by default: concurrent requests already run on the blocking threads, and a query "
+        "took 3.9 ms on one thread against 7.8 ms on all of 2 busy cores.",
     )
     embedding_base_url: str | None = Field(
         None, description="Base URL of the OpenAI-compatible embeddings endpoint."
