@@ -22,7 +22,7 @@ from service.agent.run import Outcome, Run
 from service.agent.sentences import Piece, lexical_overlap, split_pieces
 from service.domain import ResponseStatus, Source
 from service.errors import DeadlineExceeded
-from service.retrieval.base import Embedder
+from service.retrieval.base import Embedder, query_vector
 
 MAX_CANDIDATES = 300
 # A sentence this similar to one already chosen says nothing new.
@@ -65,14 +65,15 @@ async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Out
     run.phase = "tool"
     try:
         async with asyncio.timeout(run.deadline.remaining()):
-            query_vector = await embedder.embed_query(query, deadline=run.deadline)
+            # Embedded once per run: the search just did it, with the store's embedder.
+            question = await query_vector(embedder, query, run.searcher.vectors, run.deadline)
             vectors = await embedder.embed_documents(
                 [c.text for c in candidates], deadline=run.deadline
             )
     except TimeoutError:
         raise DeadlineExceeded("the deadline ran out while ranking sentences") from None
     lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
-    chosen = choose(np.asarray(query_vector), np.asarray(vectors), sentences, bonus=lexical)
+    chosen = choose(np.asarray(question), np.asarray(vectors), sentences, bonus=lexical)
     picked = _with_continuations([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None

@@ -19,11 +19,15 @@ from service.domain import (
     ToolCallStatus,
 )
 from service.errors import DeadlineExceeded, RagAgentError
-from service.retrieval.base import Retriever
+from service.retrieval.base import QueryVectors, Retriever
 
 
 class Searcher:
-    """Runs the retrieval tool for a run, numbering what it finds in the run's book."""
+    """Runs the retrieval tool for a run, numbering what it finds in the run's book.
+
+    Each distinct query is embedded once per run (:attr:`vectors`): the model's first search
+    is usually the question the run has just searched for itself.
+    """
 
     def __init__(
         self,
@@ -43,6 +47,7 @@ class Searcher:
         self._book = book
         self._calls = calls
         self._emit = emit
+        self.vectors = QueryVectors()
         self.seconds = 0.0
 
     async def retrieve(self, query: str, limit: int) -> list[Source]:
@@ -73,7 +78,8 @@ class Searcher:
         return sources
 
     async def _search(self, query: str, limit: int) -> list[ScoredChunk]:
-        """Hits passing the threshold, best first, found within the deadline."""
+        """Hits passing the threshold (the retriever applies it), best first, found within
+        the deadline."""
         if self._deadline.expired:
             raise DeadlineExceeded("the deadline ran out before the search")
         started = time.perf_counter()
@@ -86,9 +92,10 @@ class Searcher:
                     threshold=self._threshold,
                     filters=self._filters,
                     deadline=self._deadline,
+                    vectors=self.vectors,
                 )
         except TimeoutError:
             raise DeadlineExceeded("the deadline ran out while searching") from None
         finally:
             self.seconds += time.perf_counter() - started
-        return [hit for hit in hits if hit.score >= self._threshold]
+        return hits

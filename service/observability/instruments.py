@@ -18,7 +18,7 @@ from service.api.agent import TurnHandleLike, Turns
 from service.domain import Chunk, Deadline, DocumentSummary, RunResult, ScoredChunk, SearchFilters
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
-from service.retrieval.base import DocumentWrites, Embedder, Retriever
+from service.retrieval.base import DocumentWrites, Embedder, QueryVectors, Retriever
 
 
 class ObservedEmbedder:
@@ -90,6 +90,7 @@ class ObservedRetriever:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
         attributes: dict[str, str | int | float] = {
             "db.system.name": "qdrant",
@@ -103,7 +104,12 @@ class ObservedRetriever:
             started = time.perf_counter()
             try:
                 hits = await self.inner.search(
-                    query, limit=limit, threshold=threshold, filters=filters, deadline=deadline
+                    query,
+                    limit=limit,
+                    threshold=threshold,
+                    filters=filters,
+                    deadline=deadline,
+                    vectors=vectors,
                 )
             finally:
                 self._metrics.retrieval.observe(time.perf_counter() - started)

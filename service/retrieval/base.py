@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
@@ -35,6 +35,38 @@ class Embedder(Protocol):
         """The vector of a search query, L2-normalised."""
 
 
+class QueryVectors:
+    """The query vectors one run has computed, by query text.
+
+    An agentic run searches for the question itself, and the model's first search is
+    usually the same words: embedding a query costs more than searching with its vector, so
+    a run embeds each distinct query once. One run searches one store, whose embedder made
+    every vector here; the memo lives as long as the run.
+    """
+
+    __slots__ = ("_vectors",)
+
+    def __init__(self) -> None:
+        self._vectors: dict[str, list[float]] = {}
+
+    async def vector(self, query: str, embed: Callable[[], Awaitable[list[float]]]) -> list[float]:
+        """The vector of ``query``, from ``embed()`` the first time it is asked for."""
+        found = self._vectors.get(query)
+        if found is None:
+            found = await embed()
+            self._vectors[query] = found
+        return found
+
+
+async def query_vector(
+    embedder: Embedder, query: str, vectors: QueryVectors | None, deadline: Deadline | None
+) -> list[float]:
+    """``query``'s vector from ``vectors`` when the run has it, else embedded now."""
+    if vectors is None:
+        return await embedder.embed_query(query, deadline=deadline)
+    return await vectors.vector(query, lambda: embedder.embed_query(query, deadline=deadline))
+
+
 class Retriever(Protocol):
     """Finds the chunks most relevant to a query."""
 
@@ -46,8 +78,10 @@ class Retriever(Protocol):
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
-        """At most ``limit`` chunks scoring at least ``threshold``, best first."""
+        """At most ``limit`` chunks scoring at least ``threshold``, best first. ``vectors``:
+        the run's query vectors, reused and added to (None: embed the query now)."""
 
 
 class DocumentWrites(Protocol):

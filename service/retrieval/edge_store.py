@@ -25,7 +25,7 @@ import qdrant_edge as qe
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder
+from service.retrieval.base import Embedder, QueryVectors, query_vector
 from service.retrieval.edge_optimizer import QuietOptimizer
 from service.retrieval.edge_payload import (
     RECORD,
@@ -117,8 +117,9 @@ class EdgeStore:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
-        vector = await self._embedder.embed_query(query, deadline=deadline)
+        vector = await query_vector(self._embedder, query, vectors, deadline)
         return await self.search_vector(
             vector, query=query, limit=limit, threshold=threshold, filters=filters,
             deadline=deadline,

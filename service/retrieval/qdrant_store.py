@@ -26,7 +26,7 @@ from qdrant_client import AsyncQdrantClient, models
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder
+from service.retrieval.base import Embedder, QueryVectors, query_vector
 from service.retrieval.edge_payload import RRF_K, cosine
 from service.retrieval.lexical import TermCheck
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
@@ -114,8 +114,9 @@ class QdrantStore:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
-        vector = await self._embedder.embed_query(query, deadline=deadline)
+        vector = await query_vector(self._embedder, query, vectors, deadline)
         return await self.search_vector(
             vector, query=query, limit=limit, threshold=threshold, filters=filters,
             deadline=deadline,

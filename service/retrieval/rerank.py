@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
-from service.retrieval.base import Retriever
+from service.retrieval.base import QueryVectors, Retriever
 from service.retrieval.lexical import STOPWORDS, TermCheck
 
 
@@ -74,6 +74,7 @@ class RerankingRetriever:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
         candidates = await self._inner.search(
             query,
@@ -81,5 +82,6 @@ class RerankingRetriever:
             threshold=threshold,
             filters=filters,
             deadline=deadline,
+            vectors=vectors,
         )
         return (await self._reranker.rerank(query, candidates, deadline=deadline))[:limit]

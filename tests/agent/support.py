@@ -33,7 +33,7 @@ from service.domain import (
     ToolCallRecord,
     ToolCallStatus,
 )
-from service.retrieval.base import Embedder
+from service.retrieval.base import Embedder, QueryVectors
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -78,6 +78,7 @@ class FakeRetriever:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
         self.calls.append(SearchCall(query, limit, threshold, filters, deadline))
         self.running += 1

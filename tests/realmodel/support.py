@@ -20,6 +20,7 @@ from typing import Any
 
 from service.agent.sentences import lexical_overlap
 from service.domain import Chunk, Deadline, ScoredChunk, SearchFilters
+from service.retrieval.base import QueryVectors
 
 ROOT = Path(__file__).resolve().parents[2]
 REALMODEL_DIR = ROOT / ".cache" / "realmodel"
@@ -170,6 +171,7 @@ class KeywordRetriever:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
         self.queries.append(query)
         scores = lexical_overlap(query, [c.text for c in self.chunks])

@@ -4,6 +4,7 @@ retriever asks its store for more candidates than it returns."""
 from __future__ import annotations
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
+from service.retrieval.base import QueryVectors
 from service.retrieval.rerank import LexicalReranker, RerankingRetriever
 from tests.helpers import make_chunk
 
@@ -39,6 +40,7 @@ class Recording:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
         self.asked.append(limit)
         return [hit(f"d{i}", f"text {i}", 0.9 - i / 100) for i in range(limit)]
