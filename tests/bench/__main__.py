@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from service.observability.logging import configure_logging
-from tests.bench import bench_ingest, bench_overhead, bench_retrieve, bench_scale, bench_soak
+from tests.bench import (
+    bench_ingest,
+    bench_overhead,
+    bench_retrieve,
+    bench_scale,
+    bench_soak,
+    bench_strategies,
+)
 
 BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] = {
     "retrieve": lambda args: bench_retrieve.main(),
@@ -30,6 +37,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "scale": lambda args: bench_scale.main(),
     "soak": lambda args: bench_soak.main(full=args.full),
     "overhead": lambda args: bench_overhead.main(full=args.full, json_path=args.json),
+    "strategies": lambda args: bench_strategies.main(),
 }
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from service.agent import Agent, AnswerDelta, Completed
 from service.agent.budget import fit_for
+from service.agent.grounding import citations_of
 from service.agent.model import OpenAIChatModel
 from service.agent.orchestrator import StrategyName
 from service.agent.prompts import grounded_messages
@@ -27,6 +28,7 @@ from service.agent.tools import SERVER_CALL_PREFIX
 from service.config import Settings
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult, Source
 from service.errors import ModelContextExceeded, ModelStalled, RagAgentError
+from tests.agent.support import answer_text, check_events, completed
 from tests.realmodel.support import (
     CORPUS,
     MODEL_ALIAS,
@@ -124,30 +126,77 @@ async def test_retrieve_first_answers_from_the_passages(
     record("retrieve_first answer s", [round(t, 2) for t in totals])
 
 
+@pytest.mark.parametrize("strategy", ["agentic", "agents_sdk"])
 async def test_agentic_gets_the_models_tool_call_or_falls_back_honestly(
-    model_server: ModelServer, client: openai.AsyncOpenAI
+    model_server: ModelServer, client: openai.AsyncOpenAI, strategy: StrategyName
 ) -> None:
-    agent, model = agent_for(config(model_server, max_tool_rounds=2), client, "agentic")
+    agent, model = agent_for(config(model_server, max_tool_rounds=2), client, strategy)
     model_calls = 0
     runs = 0
+    totals, cpu = [], []
     for question in QUESTIONS:
+        began = time.process_time()
         result = await ask(agent, question)
+        cpu.append(time.process_time() - began)  # this process's: the service, not the model
         if isinstance(result, RagAgentError):
-            record(f"agentic error:{question}", f"{result.reason}: {result.message[:200]}")
+            record(f"{strategy} error:{question}", f"{result.reason}: {result.message[:200]}")
             assert result.reason != "INTERNAL", result.message
             continue
         runs += 1
+        totals.append(result.timings.total_s)
         model_calls += check_origins(result)
-        # What ran is what the response names: agentic, or retrieve_first after a fallback.
+        # What ran is what the response names: the strategy, or retrieve_first after a fallback.
         if model.capabilities.tool_calling == "none":
             assert result.strategy == "retrieve_first"
         else:
-            assert result.strategy == "agentic"
+            assert result.strategy == strategy
     # llama-cpp-python cannot stream tool calls (HTTP 200, empty body): learned, not guessed.
     assert model.capabilities.tool_calling == "non_streamed"
     assert runs >= 1
-    record("agentic tool_calling learned", model.capabilities.tool_calling)
-    record("agentic model tool calls per run", round(model_calls / max(runs, 1), 2))
+    record(f"{strategy} tool_calling learned", model.capabilities.tool_calling)
+    record(f"{strategy} model tool calls per run", round(model_calls / max(runs, 1), 2))
+    record(f"{strategy} answer s", [round(t, 2) for t in totals])
+    record(f"{strategy} service CPU s per run", [round(t, 3) for t in cpu])
+
+
+async def test_agents_sdk_keeps_the_stream_contract_with_a_real_model(
+    model_server: ModelServer, client: openai.AsyncOpenAI
+) -> None:
+    """Events in order, deltas adding up to the answer, citations only to sources the run
+    found; a deadline ends in TIMEOUT with the answer so far; a cancel frees the server."""
+    agent, _ = agent_for(config(model_server, max_tool_rounds=2), client, "agents_sdk")
+    for question in QUESTIONS:
+        req = AgentRequest(question, max_results=3, deadline=Deadline.after(300))
+        events = [event async for event in agent.run(req)]
+        check_events(events, text_before_tools=True)
+        result = completed(events).result
+        assert result.status in (ResponseStatus.SUCCESS, ResponseStatus.NO_ANSWER), result
+        found = {s.citation for s in result.sources if s.citation}
+        assert set(citations_of(result.answer)) <= found, "a citation of no source"
+        check_origins(result)
+
+    # Time for the search and part of the answer only.
+    slow = config(model_server, max_tool_rounds=2, llm_max_tokens=400)
+    agent, _ = agent_for(slow, client, "agents_sdk")
+    req = AgentRequest("Describe WABOT-1 in detail.", max_results=3, deadline=Deadline.after(4))
+    events = [event async for event in agent.run(req)]
+    check_events(events, text_before_tools=True)
+    timed_out = completed(events).result
+    assert timed_out.status is ResponseStatus.TIMEOUT
+    assert timed_out.finish_reason == "timeout"
+    assert timed_out.answer == answer_text(events)
+    record("agents_sdk timeout answer chars", len(timed_out.answer))
+
+    stream = agent.run(AgentRequest("Describe ASIMO in detail.", deadline=Deadline.after(300)))
+    async for event in stream:
+        if isinstance(event, AnswerDelta):
+            break
+    cancelled = time.monotonic()
+    await stream.aclose()  # type: ignore[attr-defined]
+    result = await ask(agent, QUESTIONS[1])
+    assert isinstance(result, RunResult), result
+    assert result.status is ResponseStatus.SUCCESS
+    record("agents_sdk next answer after a cancel, s", round(time.monotonic() - cancelled, 2))
 
 
 async def test_a_four_turn_conversation_that_would_overflow_is_trimmed(
