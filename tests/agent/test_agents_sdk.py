@@ -141,10 +141,15 @@ async def test_tracing_on_traces_without_prompts_or_answers(
     async with openai.AsyncOpenAI(api_key="k", base_url=fake_openai.base_url) as client:
         model = OpenAIChatModel.from_settings(client, config)
         agent = Agent(config, retriever=retriever, model=model, strategy="agents_sdk")
-        result = completed(await collect(agent.run(request(QUESTION)))).result
+        labelled = request(QUESTION, metadata={"team": "robotics"})
+        result = completed(await collect(agent.run(labelled))).result
 
     assert result.status is ResponseStatus.SUCCESS
-    assert [t.name for t in recorder.traces] == ["ragagent"]
+    [trace] = recorder.traces
+    assert trace.name == "ragagent"
+    exported_trace = trace.export() or {}
+    assert exported_trace["group_id"] == "sess-1"
+    assert exported_trace["metadata"] == {"team": "robotics", "request_id": "req-1"}
     exported = repr([span.export() for span in recorder.spans])
     assert "function" in exported, "the tool call is traced"
     for private in (QUESTION, LINK.text, "rigid body", "links"):

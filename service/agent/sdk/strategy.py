@@ -111,6 +111,9 @@ class AgentsSdkStrategy:
                 tracing_disabled=not self._tracing,
                 trace_include_sensitive_data=False,
                 workflow_name=_AGENT_NAME,
+                # A traced run is found by its request, session and the caller's labels.
+                group_id=request.session_id or None,
+                trace_metadata={**request.metadata, "request_id": request.request_id},
             ),
         )
         try:
