@@ -91,6 +91,15 @@ class Settings(BaseSettings):
         description="Seconds the calls open on a connection past its maximum age may take "
         "before it is closed.",
     )
+    call_queue_timeout: int = Field(
+        600,
+        ge=1,
+        le=86_400,
+        description="Seconds a call may wait in grpc's queue for the server to take it up "
+        "(all of its event loop busy) before grpc cancels it: the client then gets CANCELLED "
+        "and the server never sees the call. Above any client deadline, so that a queued "
+        "call ends by its own deadline (DEADLINE_EXCEEDED) instead; grpc's default is 30.",
+    )
     metrics_address: str = Field(
         "",
         description="host:port of the Prometheus endpoint (GET /metrics); empty = not served.",

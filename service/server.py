@@ -403,6 +403,10 @@ def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
         # grpc sets SO_REUSEPORT by default: a second server on a busy port would then start
         # "serving" and the kernel would split the traffic between the two.
         ("grpc.so_reuseport", 0),
+        # grpc.aio takes up one new call per turn of the event loop; a loop busy with many
+        # streams leaves calls in the C core's queue, which after 30 s (its default) cancels
+        # them unseen: the client gets a bare CANCELLED, the access log has nothing.
+        ("grpc.server_max_unrequested_time_in_server", settings.call_queue_timeout),
         *_connection_age(settings),
     ]
 
