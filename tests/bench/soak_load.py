@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
@@ -39,6 +40,7 @@ QUESTIONS = (
 # cancelled after a few messages. Weights, not probabilities.
 BEHAVIOURS = {"complete": 6, "cancel_before_first": 2, "cancel_mid_stream": 2}
 STREAM_TIMEOUT_S = 120.0  # far above any answer: reaching it means the server stalled
+NOT_BY_CLIENT = "CANCELLED not by the client"
 
 
 @dataclass
@@ -56,7 +58,26 @@ class Tally:
         if behaviour == "complete":
             return code == "OK"
         # A cancelled stream may also have finished first: a short answer beats the cancel.
+        # CANCELLED counts only when this client cancelled it (NOT_BY_CLIENT otherwise).
         return code in ("CANCELLED", "OK")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcomes": [[b, c, n] for (b, c), n in self.outcomes.items()],
+            "answers": dict(self.answers),
+            "first_token_s": self.first_token_s,
+            "unexpected_details": dict(self.unexpected_details),
+            "deltas": self.deltas,
+        }
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Adds what another process's tally (``to_json``) counted."""
+        for behaviour, code, n in other["outcomes"]:
+            self.outcomes[(behaviour, code)] += n
+        self.answers.update(other["answers"])
+        self.first_token_s.extend(other["first_token_s"])
+        self.unexpected_details.update(other["unexpected_details"])
+        self.deltas += other["deltas"]
 
     @property
     def unexpected(self) -> Counter[tuple[str, str]]:
@@ -87,14 +108,15 @@ async def one_stream(
         if behaviour == "cancel_mid_stream"
         else None
     )
+    seen, ours = 0, False  # messages read; whether this client cancelled the call
     if behaviour == "cancel_before_first":
         first = asyncio.ensure_future(call.read())
         await asyncio.wait({first}, timeout=rng.uniform(0.0, 0.05))
-        call.cancel()  # usually before the first message; a no-op if the call has ended
+        ours = call.cancel()  # usually before the first message; False if the call had ended
         with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
             await first
     else:
-        seen, first_delta = 0, True
+        first_delta = True
         with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
             async for event in call:
                 seen += 1
@@ -106,14 +128,19 @@ async def one_stream(
                 if event.HasField("completed"):
                     tally.answers[agent_pb2.ResponseStatus.Name(event.completed.status)] += 1
                 if cancel_after is not None and seen >= cancel_after:
-                    call.cancel()
+                    ours = call.cancel()
                     break
-    code = await call.code()
-    tally.outcomes[(behaviour, code.name)] += 1
-    if not tally.expected(behaviour, code.name):
+    code = (await call.code()).name
+    # A CANCELLED this client did not ask for came from the server or the transport: never
+    # counted as one of the cancellations the load makes.
+    outcome = NOT_BY_CLIENT if code == "CANCELLED" and not ours else code
+    tally.outcomes[(behaviour, outcome)] += 1
+    if not tally.expected(behaviour, outcome):
         after = 10 * int((time.perf_counter() - started) / 10)
         detail = (await call.details() or "")[:120]
-        tally.unexpected_details[f"{code.name}: {detail} (after {after}-{after + 10} s)"] += 1
+        tally.unexpected_details[
+            f"{outcome}: {detail!r} after {after}-{after + 10} s, {seen} messages read"
+        ] += 1
 
 
 async def worker(
