@@ -1,10 +1,11 @@
 """The Agent: runs one strategy per request and streams what happens as events.
 
-The strategy runs in a task of its own that puts events in a small queue; :meth:`Agent.run`
-hands them on and, whenever the queue stays silent for a heartbeat interval, says that the
-run is still alive. That task is owned by the generator: however the consumer stops reading
-(end of stream, ``aclose()``, cancellation), it is cancelled and awaited before the
-generator ends, which closes the model's HTTP stream with it.
+The strategy runs in a task of its own that puts events in a small queue
+(:class:`~service.agent.relay.Relay`); :meth:`Agent.run` hands them on and, whenever the
+queue stays silent for a heartbeat interval, says that the run is still alive. That task
+is owned by the generator: however the consumer stops reading (end of stream,
+``aclose()``, cancellation), it is cancelled and awaited before the generator ends, which
+closes the model's HTTP stream with it.
 
 A generative run never succeeds with an empty answer, and a model answer that broke off is
 never passed off as finished: both end the run with status ERROR and the text so far (see
@@ -23,6 +24,7 @@ from service.agent.agentic import run_agentic
 from service.agent.events import AgentEvent, Completed, Heartbeat, RunStarted
 from service.agent.extractive import run_extractive
 from service.agent.model import ChatModel
+from service.agent.relay import ENDED, Relay, Signal
 from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
 from service.agent.sdk import load_agents_sdk
@@ -39,9 +41,6 @@ from service.retrieval.base import Embedder, Retriever
 
 StrategyName = Literal["agentic", "agents_sdk", "retrieve_first", "extractive"]
 
-# Enough to keep the strategy busy while the consumer sends; small enough that a stalled
-# consumer stalls the run instead of letting it run ahead unboundedly.
-_QUEUE_SIZE = 16
 # A deadline this close is as good as gone: the timer that fired may run a hair early.
 _DEADLINE_SLACK_S = 0.05
 
@@ -97,32 +96,30 @@ class Agent:
         Raises the RagAgentError that ended a failed run (after the events before it), except
         for a model answer that broke off, which ends with Completed carrying the error.
         """
-        queue: asyncio.Queue[AgentEvent | _Failure] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        relay: Relay[AgentEvent | _Failure] = Relay(self._heartbeat_interval)
         run = Run(
             request,
             retriever=self._retriever,
             threshold=self._threshold if request.threshold is None else request.threshold,
-            emit=queue.put,
+            emit=relay.put,
             strategy=self._strategy,
             answer_mode=(
                 AnswerMode.EXTRACTIVE if self._strategy == "extractive" else AnswerMode.GENERATIVE
             ),
         )
-        yield RunStarted(request.request_id, request.session_id, run.created_at)
-        producer = asyncio.create_task(
-            self._produce(run, queue), name=f"agent-run-{request.request_id}"
-        )
+        producer: asyncio.Task[None] | None = None
         try:
+            yield RunStarted(request.request_id, request.session_id, run.created_at)
+            producer = asyncio.create_task(
+                self._produce(run, relay), name=f"agent-run-{request.request_id}"
+            )
+            relay.watch(producer)
             while True:
-                try:
-                    async with asyncio.timeout(self._heartbeat_interval):
-                        item = await queue.get()
-                except TimeoutError:
-                    if not queue.empty():
-                        continue  # the timer and the event came in the same loop iteration
-                    if producer.done():
+                item = await relay.get()
+                if isinstance(item, Signal):
+                    if item is ENDED:
                         producer.result()  # re-raises whatever ended it unannounced
-                        raise RuntimeError("the agent run ended without a result") from None
+                        raise RuntimeError("the agent run ended without a result")
                     yield Heartbeat(run.elapsed(), run.phase)
                     continue
                 if isinstance(item, _Failure):
@@ -131,12 +128,14 @@ class Agent:
                 if isinstance(item, Completed):
                     return
         finally:
-            producer.cancel()
-            await asyncio.wait({producer})
-            if not producer.cancelled():
-                producer.exception()  # seen through the queue already; mark it retrieved
+            relay.close()
+            if producer is not None:
+                producer.cancel()
+                await asyncio.wait({producer})
+                if not producer.cancelled():
+                    producer.exception()  # seen through the relay already; mark it retrieved
 
-    async def _produce(self, run: Run, queue: asyncio.Queue[AgentEvent | _Failure]) -> None:
+    async def _produce(self, run: Run, queue: Relay[AgentEvent | _Failure]) -> None:
         try:
             outcome = await self._run_strategy(run)
             _check_answer(run, outcome)

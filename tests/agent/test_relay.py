@@ -1,0 +1,80 @@
+"""The relay between a run's task and its consumer: bounded, one heartbeat timer per stream."""
+
+from __future__ import annotations
+
+import asyncio
+
+from service.agent.relay import BEAT, ENDED, Relay
+
+
+async def test_items_come_in_order_without_heartbeats_while_they_flow() -> None:
+    relay: Relay[int] = Relay(0.2)
+
+    async def produce() -> None:
+        for i in range(20):
+            await relay.put(i)
+            await asyncio.sleep(0.02)
+
+    producer = asyncio.create_task(produce())
+    relay.watch(producer)
+    got = [await relay.get() for _ in range(20)]
+    relay.close()
+    await producer
+    assert got == list(range(20))
+
+
+async def test_silence_is_reported_once_per_interval_of_waiting() -> None:
+    loop = asyncio.get_running_loop()
+    relay: Relay[str] = Relay(0.1)
+
+    async def produce() -> None:
+        await asyncio.sleep(0.35)
+        await relay.put("late")
+
+    producer = asyncio.create_task(produce())
+    relay.watch(producer)
+    started = loop.time()
+    got, at = [], []
+    while not got or got[-1] != "late":
+        got.append(await relay.get())
+        at.append(loop.time() - started)
+    relay.close()
+    await producer
+    assert got[:-1] == [BEAT] * (len(got) - 1)
+    assert 2 <= len(got) - 1 <= 4
+    assert all(b - a >= 0.09 for a, b in zip([0.0, *at], at[:-1], strict=False))
+
+
+async def test_no_heartbeat_counts_time_the_consumer_spent_elsewhere() -> None:
+    relay: Relay[int] = Relay(0.1)
+    await relay.put(1)
+    await asyncio.sleep(0.3)  # the consumer is busy sending, not waiting
+    await relay.put(2)
+    assert [await relay.get(), await relay.get()] == [1, 2]
+    relay.close()
+
+
+async def test_a_producer_that_ends_without_a_last_item_is_reported() -> None:
+    relay: Relay[int] = Relay(0.05)
+
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    producer = asyncio.create_task(crash())
+    relay.watch(producer)
+    assert await relay.get() is ENDED
+    relay.close()
+    assert isinstance(producer.exception(), RuntimeError)
+
+
+async def test_a_full_relay_holds_the_producer_back() -> None:
+    relay: Relay[int] = Relay(30.0, size=2)
+    await relay.put(1)
+    await relay.put(2)
+    third = asyncio.create_task(relay.put(3))
+    await asyncio.sleep(0.05)
+    assert not third.done()
+    assert await relay.get() == 1
+    await asyncio.wait_for(third, 1)
+    assert [await relay.get(), await relay.get()] == [2, 3]
+    relay.close()
