@@ -1,12 +1,13 @@
 """AgentService: proto in, agent and session calls, proto out.
 
-A turn of a session is opened before the run and closed with its result; a run that fails,
-times out or is cancelled closes its turn with that status, so the record never holds half
-a turn. A run whose model answer broke off ends with a final message of status ERROR (its
-partial answer) and then its error, and its turn is recorded as ERROR, never completed, so
-that it is not replayed to the model. The deadline given to the agent is the call's, less a
-small margin, so that a run that runs out of time can still send its final message with
-status TIMEOUT.
+A follow-up's turn is opened before the run, a new session's beside it (the first token
+never waits for its write), and closed with the result before the final message is sent
+(:mod:`service.api.turn_record`); a run that fails, times out or is cancelled closes its
+turn with that status, so the record never holds half a turn. A run whose model answer broke
+off ends with a final message of status ERROR (its partial answer) and then its error, and
+its turn is recorded as ERROR, never completed, so that it is not replayed to the model. The
+deadline given to the agent is the call's, less a small margin, so that a run that runs out
+of time can still send its final message with status TIMEOUT.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from service.api.convert import (
 )
 from service.api.identity import caller_identity
 from service.api.interceptors import current_request_id
+from service.api.turn_record import TurnRecord
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
-from service.errors import DeadlineExceeded, RagAgentError
+from service.errors import DeadlineExceeded
 from service.observability.runs import RunListener, Subscribers
 from service.retrieval.base import Embedder, Retriever
 
@@ -67,7 +69,13 @@ class Turns(Protocol):
     """The part of the session store a run needs."""
 
     async def begin_turn(
-        self, *, session_id: str | None, owner: str, question: str, request_id: str
+        self,
+        *,
+        session_id: str | None,
+        owner: str,
+        question: str,
+        request_id: str,
+        new_id: str | None = None,
     ) -> TurnHandleLike: ...
 
     async def complete_turn(self, turn_id: str, result: RunResult) -> bool: ...
@@ -161,15 +169,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         deadline = Deadline.after(
             None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_S)
         )
-        turn = None
+        record = None
         if self._turns is not None:
-            turn = await self._turns.begin_turn(
-                session_id=request.session_id or None,
+            # A new session's turn begins beside the run (see service.api.turn_record).
+            record = await TurnRecord.open(
+                self._turns,
+                session_id=request.session_id,
                 owner=caller_identity(),
                 question=request.query,
                 request_id=request_id,
             )
-        session_id = turn.session_id if turn else (request.session_id or str(uuid.uuid4()))
+        session_id = record.session_id if record else (request.session_id or str(uuid.uuid4()))
         agent_request = AgentRequest(
             query=request.query,
             max_results=request.max_results
@@ -181,11 +191,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             temperature=request.temperature if request.HasField("temperature") else None,
             filters=filters_from_proto(request.filters),
             deadline=deadline,
-            history=list(turn.history) if turn else [],
+            history=record.history if record else [],
             request_id=request_id,
             session_id=session_id,
         )
-        finished = False
         subscribers = Subscribers(self._listeners, self._agent.strategy)
         try:
             async for event in self._agent.run(agent_request):
@@ -193,31 +202,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 if isinstance(event, Completed):
                     # Now, not when the generator closes: Ask stops reading at Completed.
                     subscribers.ended(None)
-                if isinstance(event, Completed) and turn is not None:
-                    await self._turns.complete_turn(turn.turn_id, event.result)  # type: ignore[union-attr]
-                    finished = True
+                    if record is not None:
+                        await record.complete(event.result)  # stored before it is said
                 yield event
         except BaseException as error:
             subscribers.ended(error)
-            if turn is not None and not finished:
-                await self._turns.abort_turn(  # type: ignore[union-attr]
-                    turn.turn_id, _abort_status(error), _describe(error)
-                )
+            if record is not None:
+                await record.abort(error)
             raise
-
-
-def _abort_status(error: BaseException) -> Literal["error", "cancelled", "timeout"]:
-    if isinstance(error, DeadlineExceeded):
-        return "timeout"
-    if isinstance(error, Exception):
-        return "error"
-    return "cancelled"  # CancelledError, GeneratorExit: the caller went away
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, RagAgentError):
-        return f"{error.reason}: {error.message}"
-    return type(error).__name__
 
 
 def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamResponse:

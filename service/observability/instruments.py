@@ -160,11 +160,21 @@ class ObservedTurns:
         self._tracer = tracing.tracer
 
     async def begin_turn(
-        self, *, session_id: str | None, owner: str, question: str, request_id: str
+        self,
+        *,
+        session_id: str | None,
+        owner: str,
+        question: str,
+        request_id: str,
+        new_id: str | None = None,
     ) -> TurnHandleLike:
         with self._timed("begin"):
             return await self.inner.begin_turn(
-                session_id=session_id, owner=owner, question=question, request_id=request_id
+                session_id=session_id,
+                owner=owner,
+                question=question,
+                request_id=request_id,
+                new_id=new_id,
             )
 
     async def complete_turn(self, turn_id: str, result: RunResult) -> bool:

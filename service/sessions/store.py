@@ -182,14 +182,20 @@ class SessionStore:
     # --- turns ---------------------------------------------------------------------
 
     async def begin_turn(
-        self, *, session_id: str | None, owner: str, question: str, request_id: str
+        self,
+        *,
+        session_id: str | None,
+        owner: str,
+        question: str,
+        request_id: str,
+        new_id: str | None = None,
     ) -> TurnHandle:
         """Starts a turn: in a new session when ``session_id`` is None or "" (the proto
-        default), else in the owner's session, which must be unexpired and idle. Returns the
-        history to give the model."""
+        default), with id ``new_id`` (a new UUID when None), else in the owner's session,
+        which must be unexpired and idle. Returns the history to give the model."""
         turn_id = str(uuid.uuid4())
         new_session = not session_id
-        sid = session_id or str(uuid.uuid4())
+        sid = session_id or new_id or str(uuid.uuid4())
         job = jobs.BeginTurn(
             turn_id=turn_id,
             session_id=sid,
