@@ -6,7 +6,7 @@ model server that answers any number of requests the way a real one would, in it
 process, so that the ragagent server under test talks to it over real sockets:
 
 - a request that offers tools and has no tool result yet gets a ``qdrant_retrieval`` call
-  whose query is the last user message (the agentic round);
+  whose query is the question of the last user message (the agentic round);
 - every other request gets a text answer of ``--deltas`` pieces, ``--interval`` s apart,
   citing source [1].
 
@@ -31,12 +31,16 @@ from tests.fakes.openai_script import ChatReply, ToolCallScript
 from tests.fakes.openai_server import FakeOpenAI, _Exchange
 
 SHAPE_PATH = "/bench/shape"
+QUESTION_MARK = "Question: "
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
+    """The question of the last user message: what follows its last "Question: " (ragagent
+    puts the passages of its own search first), else the whole message. A model searches
+    for the question, not for the passages it was given."""
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return str(message["content"])
+            return str(message["content"]).rpartition(QUESTION_MARK)[2]
     return "robots"
 
 
