@@ -218,7 +218,7 @@ def model_process(*, deltas: int = 40, interval: float = 0.02) -> Iterator[Model
             process.wait()
 
 
-def ingest_folder(data_dir: Path, folder: Path) -> None:
+def ingest_folder(data_dir: Path, folder: Path, *, timeout: float = 300.0) -> None:
     """``ragagent ingest folder`` into the embedded store in ``data_dir``, before a server
     opens it (the embedded store is single-process)."""
     subprocess.run(
@@ -227,7 +227,7 @@ def ingest_folder(data_dir: Path, folder: Path) -> None:
         env=clean_env(data_dir=str(data_dir)),
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=timeout,
     )
 
 

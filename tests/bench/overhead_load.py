@@ -38,13 +38,14 @@ class Answer:
     end: float
     deltas: int
     answered: bool  # status OK and a completed event with a non-empty answer
-    code: str
+    code: str  # the call's status code, or the completed event's status when not answered
+    retrieval: float | None = None  # what the server reports its retrieval took, if it does
 
 
 async def ask(stub: agent_pb2_grpc.AgentServiceStub, query: str) -> Answer:
     started = time.perf_counter()
     first: float | None = None
-    deltas, answered = 0, False
+    deltas, answered, retrieval, status = 0, False, None, ""
     call = stub.AskStream(agent_pb2.QuestionRequest(query=query), timeout=STREAM_TIMEOUT_S)
     with contextlib.suppress(grpc.RpcError):
         async for event in call:
@@ -54,8 +55,15 @@ async def ask(stub: agent_pb2_grpc.AgentServiceStub, query: str) -> Answer:
                     first = time.perf_counter() - started
             elif event.HasField("completed"):
                 answered = bool(event.completed.answer)
+                status = agent_pb2.ResponseStatus.Name(event.completed.status)
+                if event.completed.timings.HasField("retrieval"):
+                    took = event.completed.timings.retrieval.ToTimedelta()
+                    retrieval = took.total_seconds()
     code = (await call.code()).name
-    return Answer(first, time.perf_counter() - started, deltas, answered and code == "OK", code)
+    if code == "OK" and not answered:
+        code = status or "OK without a completed event"
+    ended = time.perf_counter() - started
+    return Answer(first, ended, deltas, answered and code == "OK", code, retrieval)
 
 
 async def ask_in_turn(target: str, count: int, offset: int = 0) -> list[Answer]:
@@ -78,18 +86,6 @@ async def ask_at_once(target: str, streams: int) -> list[Answer]:
     finally:
         for channel in channels:
             await channel.close()
-
-
-async def retrieval_took(target: str, count: int, offset: int = 0) -> list[float]:
-    """Seconds the server says each Retrieve took (query embedding and search)."""
-    took = []
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = agent_pb2_grpc.AgentServiceStub(channel)
-        for i in range(count):
-            query = QUESTIONS[(offset + i) % len(QUESTIONS)]
-            reply = await stub.Retrieve(agent_pb2.RetrieveRequest(query=query), timeout=30)
-            took.append(reply.took.ToTimedelta().total_seconds())
-    return took
 
 
 async def direct_first_token(base_url: str, model: str, count: int, offset: int = 0) -> list[float]:

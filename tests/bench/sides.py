@@ -128,8 +128,9 @@ CACHE = REPO / ".cache" / "bench"
 def ingested(corpus: Path) -> Path:
     """A data dir holding ``corpus`` ingested by ``ragagent ingest``, made once and kept
     under .cache/bench: on a busy 2-core machine the textbook takes minutes to embed. The
-    folder is named by what decides its content (the corpus files, and the ingestion,
-    retrieval and settings code), so a change to any of them ingests again."""
+    folder is named by what decides its content (the corpus files, the ingestion and
+    retrieval code, the defaults of the embedding and store settings), so a change to any of
+    them ingests again."""
     digest = hashlib.sha256()
     for path in sorted(corpus.rglob("*")):
         if path.is_file():
@@ -137,13 +138,18 @@ def ingested(corpus: Path) -> Path:
     for folder in ("ingest", "retrieval"):
         for path in sorted((REPO / "service" / folder).glob("*.py")):
             digest.update(path.read_bytes())
-    digest.update((REPO / "service" / "config.py").read_bytes())
+    from service.config import Settings
+
+    for name, setting in sorted(Settings.model_fields.items()):
+        if name.startswith(("embedding_", "qdrant_", "retrieval_")):
+            default = setting.get_default(call_default_factory=True)
+            digest.update(f"{name}={default!r}".encode())
     ready = CACHE / f"store-{digest.hexdigest()[:16]}"
     if not (ready / "complete").exists():
         making = ready.with_suffix(f".{os.getpid()}")
         shutil.rmtree(making, ignore_errors=True)
         started = time.monotonic()
-        ingest_folder(making, corpus)
+        ingest_folder(making, corpus, timeout=1800)  # the book: 40 s idle, 185 s measured busy
         (making / "complete").write_text(f"{corpus}\n")
         shutil.rmtree(ready, ignore_errors=True)
         making.rename(ready)
