@@ -88,26 +88,21 @@ async def ask_at_once(target: str, streams: int) -> list[Answer]:
             await channel.close()
 
 
-async def direct_first_token(base_url: str, model: str, count: int, offset: int = 0) -> list[float]:
+async def direct_first_token(client: openai.AsyncOpenAI, model: str, query: str) -> float:
     """Seconds to the first text chunk of a streamed completion asked of the model directly
-    (each stream read to its end, as the servers do)."""
-    samples = []
-    async with openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0) as client:
-        for i in range(count):
-            query = QUESTIONS[(offset + i) % len(QUESTIONS)]
-            started = time.perf_counter()
-            first: float | None = None
-            stream = await client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": query}], stream=True
-            )
-            async with stream:
-                async for chunk in stream:
-                    if first is None and chunk.choices and chunk.choices[0].delta.content:
-                        first = time.perf_counter() - started
-            if first is None:
-                raise RuntimeError("the model answered no text")
-            samples.append(first)
-    return samples
+    (the stream read to its end, as the servers do)."""
+    started = time.perf_counter()
+    first: float | None = None
+    stream = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": query}], stream=True
+    )
+    async with stream:
+        async for chunk in stream:
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter() - started
+    if first is None:
+        raise RuntimeError("the model answered no text")
+    return first
 
 
 async def set_shape(base_url: str, deltas: int, interval: float) -> None:
