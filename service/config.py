@@ -330,6 +330,17 @@ class Settings(BaseSettings):
         "llama-cpp-python); none (the endpoint has no tool calling: retrieve_first runs); "
         "auto: learned from the endpoint once.",
     )
+    llm_allowed_models: str = Field(
+        "",
+        description="Comma-separated model names a request may choose as QuestionRequest.model "
+        "(same endpoint); LLM_MODEL is always allowed. Empty: only LLM_MODEL.",
+    )
+    system_prompt_file: Path | None = Field(
+        None,
+        description="File whose text opens the model's system prompt (who it is, what it "
+        "answers about), read once at start-up; the service's grounding and citation rules "
+        "always follow it. Unset: the built-in opening.",
+    )
 
     # --- agent -------------------------------------------------------------------------
     agent_strategy: Strategy = Field(
@@ -417,6 +428,12 @@ class Settings(BaseSettings):
         if self.agent_strategy != "auto":
             return self.agent_strategy
         return "agentic" if self.llm_configured else "extractive"
+
+    @property
+    def allowed_models(self) -> frozenset[str]:
+        """The names a request may choose: LLM_ALLOWED_MODELS and LLM_MODEL."""
+        listed = (name.strip() for name in self.llm_allowed_models.split(","))
+        return frozenset({self.llm_model, *(name for name in listed if name)})
 
     @property
     def llm_configured(self) -> bool:

@@ -208,6 +208,7 @@ class RunResult:
     answer_mode: AnswerMode
     strategy: str
     grounding: Grounding | None = None
+    turn_id: str = ""  # the stored turn; "" when the server keeps no sessions
 
 
 @dataclass(frozen=True, slots=True)

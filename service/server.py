@@ -30,6 +30,7 @@ from ragagent.v1 import (
 )
 
 from service.agent import Agent, OpenAIChatModel, build_openai_client
+from service.agent.prompts import read_opening
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
 from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
@@ -59,6 +60,8 @@ AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 CORPUS_SERVICE = corpus_pb2.DESCRIPTOR.services_by_name["CorpusService"].full_name
 SESSION_SERVICE = session_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+# What a stopped run needs to send its final message and record its turn at shutdown.
+_FINAL_MESSAGE_S = 1.0
 
 
 def build_local_embedder(settings: Settings, executor: Blocking = INLINE) -> Embedder:
@@ -213,11 +216,15 @@ class Runtime:
                 llm = build_openai_client(settings, http_client=observe.model_http_client())
                 stack.push_async_callback(llm.close)
                 model = observe.model(OpenAIChatModel.from_settings(llm, settings))
+            opening = None
+            if settings.system_prompt_file is not None:
+                opening = await executor.run(read_opening, settings.system_prompt_file)
             agent = Agent(
                 settings,
                 retriever=observe.retriever(searcher(settings, store)),
                 model=model,
                 embedder=embedder,
+                system_prompt=opening,
             )
             sessions = await open_session_store(settings)
             stack.push_async_callback(sessions.close)
@@ -273,6 +280,7 @@ class AgentServer:
                 agent=runtime.agent,
                 turns=observe.turns(runtime.sessions) if runtime.sessions else None,
                 listeners=observe.run_listeners(),
+                allowed_models=settings.allowed_models,
             ),
             self._server,
         )
@@ -332,7 +340,17 @@ class AgentServer:
         await self.health.enter_graceful_shutdown()
         grace = self._settings.grace_period if grace is None else grace
         log.info("shutting down", grace_period_s=grace)
-        await self._server.stop(grace)
+        stopping = asyncio.create_task(self._server.stop(grace), name="grpc-server-stop")
+        agent = self._runtime.agent
+        if agent is not None:
+            # Runs still going when the grace period is nearly over are stopped first, so
+            # that each sends its final message (CANCELLED, the answer so far) and records
+            # its turn before grpc cancels its call.
+            left = min(_FINAL_MESSAGE_S, grace / 2)
+            done, _ = await asyncio.wait({stopping}, timeout=grace - left)
+            if not done:
+                log.info("stopping runs still in progress", runs=agent.stop_runs())
+        await stopping
         await self.security.stop()
         await self.observability.stop()
 

@@ -13,6 +13,7 @@ from service.agent.events import (
     RunStarted,
     SourcesFound,
     ToolCallCompleted,
+    ToolCallPending,
     ToolCallStarted,
 )
 from service.agent.model import ChatModel, OpenAIChatModel, build_openai_client
@@ -34,6 +35,7 @@ __all__ = [
     "SourcesFound",
     "StrategyName",
     "ToolCallCompleted",
+    "ToolCallPending",
     "ToolCallStarted",
     "build_openai_client",
 ]

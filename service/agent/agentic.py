@@ -29,7 +29,6 @@ from service.agent.budget import answer_room, fit_for, fit_passages, tools_token
 from service.agent.model import ChatModel, ToolCallRequest
 from service.agent.prompts import (
     Message,
-    agentic_messages,
     assistant_tool_calls,
     retrieval_query,
     tool_result,
@@ -62,10 +61,10 @@ async def run_agentic(
         request.query,
         history=request.history,
         sources=found,
-        build=agentic_messages,
+        build=run.prompts.agentic,
         tools=tools,
     )
-    messages: list[Message] = agentic_messages(request.query, fitted.history, fitted.sources)
+    messages: list[Message] = run.prompts.agentic(request.query, fitted.history, fitted.sources)
     window = await model.context_tokens()
     tool_tokens = tools_tokens(model.count_tokens, tools)
     turns = run.turns(model)
@@ -101,16 +100,19 @@ async def run_agentic(
 async def _call_tools(
     run: Run, model: ChatModel, calls: list[ToolCallRequest], allowance: int
 ) -> list[str]:
-    """Runs one turn's calls concurrently; returns what the model reads, in call order."""
+    """Runs one turn's calls concurrently; returns what the model reads, in call order.
+
+    Every call of the turn is announced PENDING before the first one executes."""
     parsed = [parse_call(call.name, call.arguments) for call in calls]
     records = [
-        await run.start_call(c.id, c.name, p.recorded) for c, p in zip(calls, parsed, strict=True)
+        await run.ask_call(c.id, c.name, p.recorded) for c, p in zip(calls, parsed, strict=True)
     ]
     results = [""] * len(calls)
     share = max(0, allowance) // max(1, len(calls))
 
     async def call_tool(index: int) -> None:
         record, args = records[index], parsed[index]
+        await run.begin_call(record)
         if args.arguments is None:
             await run.end_call(record, ToolCallStatus.ERROR, error=args.error)
             results[index] = format_error(args.error)

@@ -1,17 +1,19 @@
 """What a run reports as it happens; the servicer turns each event into an AskStreamResponse.
 
-Order: RunStarted; then for each retrieval ToolCallStarted, SourcesFound (when it found
-something) and ToolCallCompleted; then AnswerDelta events; then Completed. Heartbeats may
-come in between. Every retrieval is a qdrant_retrieval tool call, also those a strategy
-runs itself (ids "srv_..."), so each SourcesFound names the running call that found it.
-One exception, in the agentic strategy only: text a model writes before asking for tools
-in the same turn has streamed already, so that turn's tool events follow answer deltas
-(see :mod:`service.agent.agentic`).
+Order: RunStarted; then for each retrieval ToolCallPending (asked for), ToolCallStarted
+(executing), SourcesFound (when it found something) and ToolCallCompleted (the calls a model
+asks for in one turn are all pending before the first of them starts); then AnswerDelta
+events; then Completed. Heartbeats may come in between. Every retrieval is a
+qdrant_retrieval tool call, also those a strategy runs itself (ids "srv_..."), so each
+SourcesFound names the running call that found it. One exception, in the agentic strategy
+only: text a model writes before asking for tools in the same turn has streamed already, so
+that turn's tool events follow answer deltas (see :mod:`service.agent.agentic`).
 
-A failed run ends with its error alone, except when the model's answer broke off (its stream
-ended without a finish reason, or it finished without writing anything): then Completed still
-comes last, with status ERROR, the answer so far and the error, which the consumer reports
-after it, so that a caller keeps the partial text and knows it is partial.
+A run that fails once started (the model, the store or a bug) or that the server stops
+(:meth:`~service.agent.orchestrator.Agent.stop_runs`) still ends with Completed, with status
+ERROR or CANCELLED, the answer so far and the error, which the consumer reports after it,
+so that a caller keeps the partial text and knows it is partial. Only a run whose consumer
+went away (cancelled) ends without one: there is nobody to send it to.
 
 Events are snapshots: a ToolCallRecord inside an event is a copy, so a consumer that reads it
 late never sees a later state of the call.
@@ -23,7 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.domain import RunResult, Source, ToolCallRecord
-from service.errors import RagAgentError
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,16 @@ class RunStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallPending:
+    """A tool call was asked for and has not started (status PENDING, no ``started_at``)."""
+
+    call: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStarted:
+    """A tool call started executing (status EXECUTING); its ToolCallPending came before."""
+
     call: ToolCallRecord
 
 
@@ -74,18 +84,20 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """The last event of every run that did not fail, and of one whose model answer broke off.
+    """The last event of every run that its consumer did not abandon.
 
-    ``error`` is set, and ``result.status`` is ERROR, in the second case: the result holds
-    what was streamed, and the consumer reports the error after it.
+    ``error`` is set when the run failed (``result.status`` ERROR) or the server stopped it
+    (CANCELLED): the result holds what was streamed, and the consumer reports the error after
+    it (a non-RagAgentError is a bug, reported as INTERNAL).
     """
 
     result: RunResult
-    error: RagAgentError | None = None
+    error: Exception | None = None
 
 
 AgentEvent = (
     RunStarted
+    | ToolCallPending
     | ToolCallStarted
     | SourcesFound
     | ToolCallCompleted

@@ -19,6 +19,7 @@ ends without one raises :class:`ModelStreamInterrupted` after the text that did 
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,10 @@ class ChatModel(Protocol):
 
     async def context_tokens(self) -> int:
         """The model's context window in tokens (asked once, then kept)."""
+
+    def configured(self, *, model: str | None = None, max_tokens: int | None = None) -> ChatModel:
+        """This endpoint answering with ``model`` and ``max_tokens`` (None: as configured),
+        for one request's settings; ``model`` must already be allowed by the operator."""
 
     def stream(
         self,
@@ -156,8 +161,12 @@ class OpenAIChatModel:
         self._first_token_timeout = first_token_timeout or max(timeout, idle_timeout)
         self._base_url = base_url
         self._capabilities = Capabilities(tool_calling, context_tokens)
+        self._tool_calling = tool_calling
         self._count, self._exact = token_counter(model, base_url)
         self._probe_lock = asyncio.Lock()
+        # Other models of the same endpoint, one per allowed name (so the set is bounded),
+        # each learning its own window and tool calling once.
+        self._siblings: dict[str, OpenAIChatModel] = {model: self}
 
     @classmethod
     def from_settings(cls, client: openai.AsyncOpenAI, settings: Settings) -> OpenAIChatModel:
@@ -185,6 +194,28 @@ class OpenAIChatModel:
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
+
+    def configured(
+        self, *, model: str | None = None, max_tokens: int | None = None
+    ) -> OpenAIChatModel:
+        chosen = self._sibling(model) if model else self
+        if max_tokens is None or max_tokens == chosen._max_tokens:
+            return chosen
+        view = copy.copy(chosen)  # shares the client, capabilities and probe lock
+        view._max_tokens = max_tokens
+        return view
+
+    def _sibling(self, model: str) -> OpenAIChatModel:
+        sibling = self._siblings.get(model)
+        if sibling is None:
+            sibling = copy.copy(self)
+            sibling._model = model
+            # The configured window (RAGAGENT_LLM_CONTEXT_TOKENS) is the configured model's.
+            sibling._capabilities = Capabilities(self._tool_calling, None)
+            sibling._count, sibling._exact = token_counter(model, self._base_url)
+            sibling._probe_lock = asyncio.Lock()
+            self._siblings[model] = sibling
+        return sibling
 
     def count_tokens(self, text: str) -> int:
         return self._count(text)

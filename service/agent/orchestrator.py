@@ -9,8 +9,15 @@ closes the model's HTTP stream with it.
 
 A generative run never succeeds with an empty answer, and a model answer that broke off is
 never passed off as finished: both end the run with status ERROR and the text so far (see
-:class:`~service.agent.events.Completed`). Neither is retried here: the caller has seen the
-partial text stream, and only the caller can decide to ask again.
+:class:`~service.agent.events.Completed`), as does any other failure once the run started
+(a failing model or store, a bug), and a run the server stops on shutdown
+(:meth:`Agent.stop_runs`) ends the same way with status CANCELLED. None is retried here:
+the caller has seen the partial text stream, and only the caller can decide to ask again.
+
+Each request may choose its model (from the operator's allow-list, checked before the
+request gets here), its answer's token limit and an addendum to the system prompt
+(:class:`~service.agent.run.AgentRequest`); the extractive strategy calls no chat model
+and ignores all three.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
 from service.agent.sdk import load_agents_sdk
 from service.config import Settings
-from service.domain import AnswerMode, Deadline, ResponseStatus
+from service.domain import AnswerMode, Deadline, ResponseStatus, ToolCallStatus
 from service.errors import (
     ConfigurationError,
     DeadlineExceeded,
     ModelEmptyAnswer,
     ModelStalled,
-    ModelStreamInterrupted,
+    RagAgentError,
+    ShuttingDown,
 )
 from service.retrieval.base import Embedder, Retriever
 
@@ -65,7 +73,10 @@ class Agent:
         model: ChatModel | None = None,
         embedder: Embedder | None = None,
         strategy: StrategyName | None = None,
+        system_prompt: str | None = None,
     ) -> None:
+        """``system_prompt``: the opening of every system prompt (the operator's
+        RAGAGENT_SYSTEM_PROMPT_FILE, read by the composition root); None: the built-in one."""
         self._strategy: StrategyName = strategy or settings.effective_strategy
         if self._strategy != "extractive" and model is None:
             raise ConfigurationError(f"the {self._strategy} strategy needs a chat model")
@@ -85,6 +96,9 @@ class Agent:
             if self._strategy == "agents_sdk"
             else None
         )
+        self._opening = system_prompt
+        # Runs in progress, for stop_runs(); each removes itself when it ends.
+        self._active: set[tuple[Run, asyncio.Task[None]]] = set()
 
     @property
     def strategy(self) -> StrategyName:
@@ -93,8 +107,9 @@ class Agent:
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         """RunStarted, tool calls, answer deltas and Completed, with heartbeats between.
 
-        Raises the RagAgentError that ended a failed run (after the events before it), except
-        for a model answer that broke off, which ends with Completed carrying the error.
+        A run that fails or is stopped still ends with Completed, carrying its error (see
+        :class:`~service.agent.events.Completed`); an error is raised only when not even
+        that final event could be made.
         """
         relay: Relay[AgentEvent | _Failure] = Relay(self._heartbeat_interval)
         run = Run(
@@ -106,14 +121,18 @@ class Agent:
             answer_mode=(
                 AnswerMode.EXTRACTIVE if self._strategy == "extractive" else AnswerMode.GENERATIVE
             ),
+            opening=self._opening,
         )
         producer: asyncio.Task[None] | None = None
+        active: tuple[Run, asyncio.Task[None]] | None = None
         try:
             yield RunStarted(request.request_id, request.session_id, run.created_at)
             producer = asyncio.create_task(
                 self._produce(run, relay), name=f"agent-run-{request.request_id}"
             )
             relay.watch(producer)
+            active = (run, producer)
+            self._active.add(active)
             while True:
                 item = await relay.get()
                 if isinstance(item, Signal):
@@ -129,34 +148,67 @@ class Agent:
                     return
         finally:
             relay.close()
+            if active is not None:
+                self._active.discard(active)
             if producer is not None:
                 producer.cancel()
                 await asyncio.wait({producer})
                 if not producer.cancelled():
                     producer.exception()  # seen through the relay already; mark it retrieved
 
+    def stop_runs(self) -> int:
+        """Stops every run in progress (the server is shutting down): each ends with a final
+        Completed of status CANCELLED, its answer so far, and ShuttingDown. Returns how many."""
+        stopped = 0
+        for run, producer in list(self._active):
+            if not run.ended and not producer.done():
+                run.stopped = True
+                producer.cancel()
+                stopped += 1
+        return stopped
+
     async def _produce(self, run: Run, queue: Relay[AgentEvent | _Failure]) -> None:
+        final = await self._final(run)
+        run.ended = True  # from here on, stop_runs() leaves it alone
+        await queue.put(final)
+
+    async def _final(self, run: Run) -> Completed | _Failure:
+        """Runs the strategy; the run's last event, whatever ended it."""
         try:
             outcome = await self._run_strategy(run)
             _check_answer(run, outcome)
-        except (ModelStreamInterrupted, ModelEmptyAnswer) as exc:
-            # The answer broke off: the caller keeps what streamed, marked as not an answer.
-            await run.end_answer()
-            failed = run.result(Outcome(ResponseStatus.ERROR, "error"))
-            await queue.put(Completed(failed, error=exc))
-            return
+        except asyncio.CancelledError:
+            if not run.stopped:
+                raise  # the consumer went away: nobody to tell
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # handled: the run ends, with a final message
+            stop = ShuttingDown("the server is shutting down; ask again (another replica)")
+            return await self._ended(run, ResponseStatus.CANCELLED, "cancelled", stop)
         except DeadlineExceeded as exc:
             if isinstance(exc, ModelStalled) or not _ran_out(run.deadline):
-                await queue.put(_Failure(exc))
-                return
+                return await self._ended(run, ResponseStatus.ERROR, "error", exc)
             # Out of time: what was produced so far is the answer.
             await run.time_out_open_calls()
             await run.end_answer()
             outcome = Outcome(ResponseStatus.TIMEOUT, "timeout")
-        except Exception as exc:  # noqa: BLE001 (handed to the consumer, which raises it)
-            await queue.put(_Failure(exc))
-            return
-        await queue.put(Completed(run.result(outcome)))
+        except Exception as exc:  # noqa: BLE001 (reported after the final message)
+            # A model answer that broke off, a failing model or store, a bug: the caller
+            # keeps what streamed, marked as not an answer.
+            return await self._ended(run, ResponseStatus.ERROR, "error", exc)
+        return Completed(run.result(outcome))
+
+    async def _ended(
+        self, run: Run, status: ResponseStatus, reason: str, error: Exception
+    ) -> Completed | _Failure:
+        """The final message of a run that failed or was stopped, with what it produced."""
+        why = error.message if isinstance(error, RagAgentError) else type(error).__name__
+        try:
+            await run.calls.end_open(ToolCallStatus.ERROR, f"the run ended first: {why}")
+            await run.end_answer()
+            return Completed(run.result(Outcome(status, reason)), error=error)
+        except Exception:  # noqa: BLE001 (the error that ended the run is the one to report)
+            return _Failure(error)
 
     async def _run_strategy(self, run: Run) -> Outcome:
         temperature = run.request.temperature
@@ -166,14 +218,15 @@ class Agent:
             assert self._embedder is not None  # checked in __init__
             return await run_extractive(run, self._embedder, sentences=self._sentences)
         assert self._model is not None  # checked in __init__
+        model = self._model.configured(model=run.request.model, max_tokens=run.request.max_tokens)
         if self._strategy == "retrieve_first":
-            return await run_retrieve_first(run, self._model, temperature=temperature)
+            return await run_retrieve_first(run, model, temperature=temperature)
         if self._sdk is not None:
             return await self._sdk.run(
-                run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
+                run, model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
             )
         return await run_agentic(
-            run, self._model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
+            run, model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
         )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from service.agent.budget import fit_for
 from service.agent.model import ChatModel
-from service.agent.prompts import grounded_messages, retrieval_query
+from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.domain import ResponseStatus, Source
 
@@ -35,9 +35,9 @@ async def answer_from(
         request.query,
         history=request.history,
         sources=sources,
-        build=grounded_messages,
+        build=run.prompts.grounded,
     )
-    messages = grounded_messages(request.query, fitted.history, fitted.sources)
+    messages = run.prompts.grounded(request.query, fitted.history, fitted.sources)
     turn = await run.turns(model).stream(
         messages, temperature=temperature, max_tokens=fitted.max_tokens
     )

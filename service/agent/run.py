@@ -19,6 +19,7 @@ from service.agent.answer import AnswerWriter
 from service.agent.events import AgentEvent
 from service.agent.grounding import check_grounding
 from service.agent.model import ChatModel
+from service.agent.prompts import Prompts
 from service.agent.search import Searcher
 from service.agent.sources import SourceBook
 from service.agent.tool_log import ToolCallLog
@@ -92,14 +93,24 @@ class Run:
         emit: Callable[[AgentEvent], Awaitable[None]],
         strategy: str,
         answer_mode: AnswerMode,
+        opening: str | None = None,
     ) -> None:
         self.request = request
+        # The system prompts: the operator's opening (None: the built-in one), the
+        # service's grounding rules, the caller's addendum.
+        self.prompts = (
+            Prompts(instructions=request.instructions)
+            if opening is None
+            else Prompts(opening, request.instructions)
+        )
         self.threshold = threshold
         self.strategy = strategy  # a fallback renames it to what actually ran
         self.answer_mode = answer_mode
         self.created_at = datetime.now(UTC)
         self.phase = "tool"
         self.model_name = ""
+        self.stopped = False  # the server stopped the run (Agent.stop_runs)
+        self.ended = False  # its final event is made; it can no longer be stopped
         self._started = time.perf_counter()
         self.book = SourceBook()
         self.calls = ToolCallLog(emit)
@@ -157,8 +168,16 @@ class Run:
     async def start_call(
         self, call_id: str, name: str, arguments: dict[str, Any]
     ) -> ToolCallRecord:
-        """A call the model asked for."""
+        """A call the model asked for, executing at once (PENDING, then EXECUTING)."""
         return await self.calls.start(call_id, name, arguments, origin="model")
+
+    async def ask_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallRecord:
+        """A call the model asked for, PENDING until :meth:`begin_call`."""
+        return await self.calls.ask(call_id, name, arguments, origin="model")
+
+    async def begin_call(self, record: ToolCallRecord) -> None:
+        self.phase = "tool"
+        await self.calls.begin(record)
 
     async def end_call(
         self,
@@ -214,7 +233,11 @@ class Run:
         )
 
     def _grounding(self, outcome: Outcome) -> Grounding | None:
-        if outcome.status in (ResponseStatus.NO_ANSWER, ResponseStatus.ERROR):
+        if outcome.status in (
+            ResponseStatus.NO_ANSWER,
+            ResponseStatus.ERROR,
+            ResponseStatus.CANCELLED,
+        ):
             return None
         if not self.answer.strip():
             return None

@@ -3,18 +3,24 @@
 A follow-up's turn is opened before the run, a new session's beside it (the first token
 never waits for its write), and closed with the result before the final message is sent
 (:mod:`service.api.turn_record`); a run that fails, times out or is cancelled closes its
-turn with that status, so the record never holds half a turn. A run whose model answer broke
-off ends with a final message of status ERROR (its partial answer) and then its error, and
-its turn is recorded as ERROR, never completed, so that it is not replayed to the model. The
-deadline given to the agent is the call's, less a small margin, so that a run that runs out
-of time can still send its final message with status TIMEOUT.
+turn with that status, so the record never holds half a turn. A run that fails once started
+(the model, the store), or that the server stops on shutdown, ends with a final message of
+status ERROR or CANCELLED (its partial answer) and then its error, and its turn is recorded
+with that status and why, never completed, so that it is not replayed to the model. A run
+whose caller cancels can be sent nothing; its turn is recorded CANCELLED with what its events
+had produced. The deadline given to the agent is the call's, less a small margin, so that a
+run that runs out of time can still send its final message with status TIMEOUT.
+
+Per-request model settings: ``model`` must be one the operator allows (else
+INVALID_ARGUMENT naming the field); the bounds of ``max_tokens`` and ``instructions`` are
+the proto's, checked by the validation interceptor before this servicer sees the request.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import grpc
@@ -30,6 +36,7 @@ from service.agent import (
     RunStarted,
     SourcesFound,
     ToolCallCompleted,
+    ToolCallPending,
     ToolCallStarted,
 )
 from service.api.convert import (
@@ -43,11 +50,15 @@ from service.api.convert import (
 )
 from service.api.identity import caller_identity
 from service.api.interceptors import current_request_id
+from service.api.partial import PartialRun
 from service.api.turn_record import TurnRecord
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
-from service.errors import DeadlineExceeded
+from service.errors import DeadlineExceeded, FieldViolation, InvalidArgument
+from service.observability.logging import get_logger
 from service.observability.runs import RunListener, Subscribers
 from service.retrieval.base import Embedder, Retriever
+
+log = get_logger("ragagent.api")
 
 DEFAULT_MAX_RESULTS = 5
 # Time kept back from the caller's deadline to send the final message of a timed-out run.
@@ -76,9 +87,10 @@ class Turns(Protocol):
         question: str,
         request_id: str,
         new_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> TurnHandleLike: ...
 
-    async def complete_turn(self, turn_id: str, result: RunResult) -> bool: ...
+    async def complete_turn(self, turn_id: str, result: RunResult, error: str = "") -> bool: ...
 
     async def abort_turn(
         self, turn_id: str, status: Literal["error", "cancelled", "timeout"], error: str = ""
@@ -97,7 +109,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent: Agent | None = None,
         turns: Turns | None = None,
         listeners: Sequence[RunListener] = (),
+        allowed_models: Collection[str] = (),
     ) -> None:
+        """``allowed_models``: the names a request may choose as ``model`` (the operator's
+        RAGAGENT_LLM_ALLOWED_MODELS, with the configured model)."""
+        self._allowed_models = frozenset(allowed_models)
         self._retriever = retriever
         self._embedder = embedder
         self._default_threshold = default_threshold
@@ -164,7 +180,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> AsyncIterator[AgentEvent]:
         if self._agent is None:
             raise NotImplementedError("this server has no agent configured")
+        self._check_model(request.model)
         request_id = request.request_id or current_request_id() or str(uuid.uuid4())
+        metadata = dict(request.metadata)
+        if metadata:
+            log.debug("run metadata", request_id=request_id, metadata=metadata)
         remaining = context.time_remaining()
         deadline = Deadline.after(
             None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_S)
@@ -178,6 +198,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 owner=caller_identity(),
                 question=request.query,
                 request_id=request_id,
+                metadata=metadata,
             )
         session_id = record.session_id if record else (request.session_id or str(uuid.uuid4()))
         agent_request = AgentRequest(
@@ -194,22 +215,46 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             history=record.history if record else [],
             request_id=request_id,
             session_id=session_id,
+            model=request.model or None,
+            max_tokens=request.max_tokens if request.HasField("max_tokens") else None,
+            instructions=request.instructions,
+            metadata=metadata,
         )
         subscribers = Subscribers(self._listeners, self._agent.strategy)
+        partial = PartialRun(
+            request_id=request_id, session_id=session_id, strategy=self._agent.strategy
+        )
         try:
             async for event in self._agent.run(agent_request):
                 subscribers.event(event)
+                partial.see(event)
                 if isinstance(event, Completed):
                     # Now, not when the generator closes: Ask stops reading at Completed.
                     subscribers.ended(None)
                     if record is not None:
-                        await record.complete(event.result)  # stored before it is said
+                        event = await record.complete(event)  # noqa: PLW2901 (stored before it is said)
                 yield event
         except BaseException as error:
             subscribers.ended(error)
             if record is not None:
-                await record.abort(error)
+                await record.abort(error, partial)
             raise
+
+    def _check_model(self, model: str) -> None:
+        if not model or self._agent is None or self._agent.strategy == "extractive":
+            return  # the configured model; the extractive strategy calls none
+        if model not in self._allowed_models:
+            allowed = ", ".join(sorted(self._allowed_models)) or "none"
+            raise InvalidArgument(
+                [
+                    FieldViolation(
+                        "model",
+                        f"model {model[:64]!r} is not allowed on this server (allowed: "
+                        f"{allowed[:100]})",
+                        "model.not_allowed",
+                    )
+                ]
+            )
 
 
 def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamResponse:
@@ -223,7 +268,7 @@ def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamRespo
                     created_at=timestamp(event.created_at),
                 )
             )
-        case ToolCallStarted():
+        case ToolCallPending() | ToolCallStarted():
             message.tool_call_started.CopyFrom(tool_call_to_proto(event.call))
         case SourcesFound():
             message.sources_found.CopyFrom(

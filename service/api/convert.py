@@ -167,4 +167,5 @@ def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
         answer_mode=_ANSWER_MODE[result.answer_mode],
         strategy=result.strategy,
         grounding=grounding_to_proto(result.grounding),
+        turn_id=result.turn_id,
     )

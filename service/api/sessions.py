@@ -53,6 +53,8 @@ def turn_to_proto(turn: TurnRecord) -> session_pb2.Turn:
         timings=timings_to_proto(turn.timings) if turn.timings is not None else None,
         created_at=timestamp(turn.created_at),
         completed_at=timestamp(turn.completed_at),
+        error=turn.error,
+        metadata=turn.metadata,
     )
 
 

@@ -8,7 +8,7 @@ Span attributes never hold question or passage text unless ``RAGAGENT_TRACE_CONT
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Literal
 
@@ -167,6 +167,7 @@ class ObservedTurns:
         question: str,
         request_id: str,
         new_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> TurnHandleLike:
         with self._timed("begin"):
             return await self.inner.begin_turn(
@@ -175,11 +176,12 @@ class ObservedTurns:
                 question=question,
                 request_id=request_id,
                 new_id=new_id,
+                metadata=metadata,
             )
 
-    async def complete_turn(self, turn_id: str, result: RunResult) -> bool:
+    async def complete_turn(self, turn_id: str, result: RunResult, error: str = "") -> bool:
         with self._timed("complete"):
-            return await self.inner.complete_turn(turn_id, result)
+            return await self.inner.complete_turn(turn_id, result, error)
 
     async def abort_turn(
         self, turn_id: str, status: Literal["error", "cancelled", "timeout"], error: str = ""

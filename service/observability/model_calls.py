@@ -135,6 +135,7 @@ class ObservedChatModel:
     def __init__(self, model: ChatModel, metrics: Metrics, tracing: Tracing) -> None:
         self.inner = model
         self.metrics = metrics
+        self._tracing = tracing
         self.tracer = tracing.tracer
 
     @property
@@ -157,6 +158,14 @@ class ObservedChatModel:
 
     async def context_tokens(self) -> int:
         return await self.inner.context_tokens()
+
+    def configured(
+        self, *, model: str | None = None, max_tokens: int | None = None
+    ) -> ObservedChatModel:
+        inner = self.inner.configured(model=model, max_tokens=max_tokens)
+        if inner is self.inner:
+            return self
+        return ObservedChatModel(inner, self.metrics, self._tracing)
 
     async def stream(
         self,

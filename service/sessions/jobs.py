@@ -7,7 +7,8 @@ costs far less than a second trip through a busy event loop would."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import select
@@ -40,6 +41,7 @@ class BeginTurn:
     history_tokens: int
     count_tokens: TokenCounter
     content: Content
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __call__(self, connection: Connection) -> list[ConversationTurn] | None:
         sid, now = self.session_id, self.now
@@ -77,6 +79,7 @@ class BeginTurn:
             question=self.question,
             now=now,
             content=self.content,
+            metadata=self.metadata,
         )
         return history
 
@@ -90,10 +93,11 @@ class CompleteTurn:
     result: RunResult
     now: datetime
     content: Content
+    error: str = ""  # why the run did not complete; "" : its finish reason
 
     def __call__(self, connection: Connection) -> bool:
         status = RUN_STATUS_OF_RESPONSE[self.result.status]
-        error = "" if status == RunStatus.COMPLETED else self.result.finish_reason
+        error = "" if status == RunStatus.COMPLETED else self.error or self.result.finish_reason
         turn = writes.end_turn(
             connection, self.turn_id, status, error, self.now, content=self.content
         )

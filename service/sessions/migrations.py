@@ -200,10 +200,15 @@ def _v3_unbounded_messages(connection: Connection) -> None:
         connection.exec_driver_sql(f"CREATE INDEX ix_messages_{column} ON messages ({column})")
 
 
+def _v4_turn_labels(connection: Connection) -> None:
+    connection.exec_driver_sql("ALTER TABLE turns ADD COLUMN labels TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, turns, messages, tool calls and responses", _v1_initial),
     Migration(2, "why a turn failed; tool calls indexed by function name", _v2_turn_errors),
     Migration(3, "message length checked before sealing, not by the table", _v3_unbounded_messages),
+    Migration(4, "the request's metadata kept with its turn", _v4_turn_labels),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -5,6 +5,7 @@ is read inside a turn's begin (in the SQLite writer's thread), the rest through 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -98,6 +99,7 @@ def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
                 completed_at=turn.completed_at,
                 answer=answers.get(turn.id, ""),
                 error=turn.error,
+                metadata={_LABELS: turn.labels} if turn.labels else {},
                 tool_calls=calls.get(turn.id, []),
                 **extra,
             )
@@ -113,12 +115,24 @@ def open_record(turn: TurnRecord, content: Content) -> TurnRecord:
         question=content.open(turn.question, tid, "question"),
         answer=content.open(turn.answer, tid, "answer"),
         error=content.open(turn.error, tid, "error"),
+        metadata=_labels(turn.metadata, tid, content),
         # Listed by position, and a turn's calls are written together, numbered from 0.
         tool_calls=[
             open_tool_call(call, position=i, turn_id=tid, content=content)
             for i, call in enumerate(turn.tool_calls)
         ],
     )
+
+
+# The stored labels travel unopened in a one-key dict until open_record opens them.
+_LABELS = "\x00sealed"
+
+
+def _labels(stored: dict[str, str], turn_id: str, content: Content) -> dict[str, str]:
+    if _LABELS not in stored:
+        return stored
+    labels = json.loads(content.open(stored[_LABELS], turn_id, "labels"))
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def history(

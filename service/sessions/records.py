@@ -72,6 +72,7 @@ class TurnRecord:
     completed_at: datetime | None = None
     answer: str = ""
     error: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
     sources: list[Source] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     confidence: float = 0.0

@@ -103,6 +103,8 @@ turns = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("completed_at", UTCDateTime(), nullable=True),
     Column("error", Text, nullable=False, server_default=text("''")),  # since version 2
+    # The request's metadata as a JSON object, sealed like the question; "" for none.
+    Column("labels", Text, nullable=False, server_default=text("''")),  # since version 4
     UniqueConstraint("session_id", "seq", name="uq_turns_session_seq"),
     CheckConstraint(
         "status IN ('active', 'completed', 'error', 'timeout', 'cancelled')",

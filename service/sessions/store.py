@@ -189,10 +189,12 @@ class SessionStore:
         question: str,
         request_id: str,
         new_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> TurnHandle:
         """Starts a turn: in a new session when ``session_id`` is None or "" (the proto
         default), with id ``new_id`` (a new UUID when None), else in the owner's session,
-        which must be unexpired and idle. Returns the history to give the model."""
+        which must be unexpired and idle. Returns the history to give the model.
+        ``metadata``: the caller's labels, kept with the turn."""
         turn_id = str(uuid.uuid4())
         new_session = not session_id
         sid = session_id or new_id or str(uuid.uuid4())
@@ -208,6 +210,7 @@ class SessionStore:
             history_tokens=self._history_tokens,
             count_tokens=self._count_tokens,
             content=self._content,
+            metadata=dict(metadata or {}),
         )
         try:
             history = await self._writes.begin(job)
@@ -237,14 +240,16 @@ class SessionStore:
             )
         )
 
-    async def complete_turn(self, turn_id: str, result: RunResult) -> bool:
+    async def complete_turn(self, turn_id: str, result: RunResult, error: str = "") -> bool:
         """Records the run's outcome, messages and tool calls with the turn's end, atomically.
 
-        False (and nothing written) when the turn is no longer active: its session was
-        deleted, or it ran past the stale limit and was marked abandoned.
+        ``error``: why a run that did not complete (ERROR, TIMEOUT, CANCELLED) ended, kept as
+        the turn's error ("": its finish reason). False (and nothing written) when the turn
+        is no longer active: its session was deleted, or it ran past the stale limit and was
+        marked abandoned.
         """
         done = await self._writes.run(
-            jobs.CompleteTurn(turn_id, result, self._clock(), self._content)
+            jobs.CompleteTurn(turn_id, result, self._clock(), self._content, error)
         )
         if not done:
             log.warning("turn no longer active; its outcome was not recorded", turn_id=turn_id)

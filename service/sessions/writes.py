@@ -10,6 +10,8 @@ bounds how many turns a second SQLite can record."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -182,10 +184,13 @@ def insert_turn(
     question: str,
     now: datetime,
     content: Content,
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
+    labels = content.seal(json.dumps(dict(metadata)), turn_id, "labels") if metadata else ""
     connection.execute(
         _INSERT_TURN,
         {
+            "labels": labels,
             "id": turn_id,
             "session_id": sid,
             "seq": seq,

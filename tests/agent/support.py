@@ -21,6 +21,7 @@ from service.agent import (
     RunStarted,
     SourcesFound,
     ToolCallCompleted,
+    ToolCallPending,
     ToolCallStarted,
 )
 from service.agent.orchestrator import StrategyName
@@ -28,6 +29,7 @@ from service.config import Settings
 from service.domain import (
     Chunk,
     Deadline,
+    ResponseStatus,
     ScoredChunk,
     SearchFilters,
     ToolCallRecord,
@@ -136,8 +138,17 @@ async def collect(events: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
     return [event async for event in events]
 
 
-def kinds(events: Sequence[AgentEvent], *, heartbeats: bool = False) -> list[str]:
-    return [type(e).__name__ for e in events if heartbeats or not isinstance(e, Heartbeat)]
+def kinds(
+    events: Sequence[AgentEvent], *, heartbeats: bool = False, pending: bool = False
+) -> list[str]:
+    """The event kinds in order; heartbeats and ToolCallPending only when asked for
+    (:func:`check_events` holds every call to PENDING, then EXECUTING, then its end)."""
+    return [
+        type(e).__name__
+        for e in events
+        if (heartbeats or not isinstance(e, Heartbeat))
+        and (pending or not isinstance(e, ToolCallPending))
+    ]
 
 
 def request(query: str, **fields: object) -> AgentRequest:
@@ -153,6 +164,22 @@ def completed(events: Sequence[AgentEvent]) -> Completed:
     return last
 
 
+def shown(events: Sequence[AgentEvent]) -> list[AgentEvent]:
+    """The events :func:`kinds` names (no heartbeats, no ToolCallPending), to index."""
+    return [e for e in events if not isinstance(e, Heartbeat | ToolCallPending)]
+
+
+def failed(events: Sequence[AgentEvent], error: type[BaseException]) -> BaseException:
+    """The error of a run that failed once started: it still ended with Completed, status
+    ERROR, the answer so far, and that error (reported after it)."""
+    final = completed(events)
+    assert final.result.status is ResponseStatus.ERROR, final.result.status
+    assert final.result.finish_reason == "error"
+    assert isinstance(final.error, error), f"ended with {final.error!r}, not {error.__name__}"
+    check_events(events)
+    return final.error
+
+
 def answer_text(events: Sequence[AgentEvent]) -> str:
     return "".join(e.text for e in events if isinstance(e, AnswerDelta))
 
@@ -162,6 +189,7 @@ SERVER_CALL_ID = re.compile(r"^srv_[0-9a-f]{24}$")
 # Phases of a run, as in tests/contract/streams.py: an event may only move the run forward.
 _PHASE = {
     RunStarted: 0,
+    ToolCallPending: 1,
     ToolCallStarted: 1,
     SourcesFound: 1,
     ToolCallCompleted: 1,
@@ -175,10 +203,11 @@ _ENDED = {ToolCallStatus.COMPLETED, ToolCallStatus.ERROR, ToolCallStatus.TIMEOUT
 def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = False) -> None:
     """Holds a finished run's events against the documented stream order.
 
-    RunStarted, then per retrieval ToolCallStarted, SourcesFound (only with sources, naming
-    the running call) and ToolCallCompleted, then AnswerDelta events, then Completed, with
+    RunStarted, then per retrieval ToolCallPending (status PENDING, not started), then
+    ToolCallStarted (EXECUTING), SourcesFound (only with sources, naming the running call)
+    and ToolCallCompleted (an end status), then AnswerDelta events, then Completed, with
     heartbeats anywhere in between; the answer deltas add up to the answer, and
-    RunResult.tool_calls are the calls in start order, as they completed.
+    RunResult.tool_calls are the calls in the order asked for, as they ended.
 
     ``text_before_tools``: the agentic strategy's accepted exception, answer deltas
     before a later turn's tool events (never while a call runs).
@@ -190,6 +219,7 @@ def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = Fals
     assert sum(isinstance(e, RunStarted | Completed) for e in seen) == 2
     phase = 0
     running: dict[str, ToolCallRecord] = {}
+    pending: set[str] = set()
     started: list[str] = []
     ended: dict[str, ToolCallRecord] = {}
     for position, event in enumerate(seen):
@@ -199,13 +229,21 @@ def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = Fals
         assert kind >= phase, f"event {position} ({type(event).__name__}) is out of order"
         phase = kind
         match event:
-            case ToolCallStarted(call=call):
+            case ToolCallPending(call=call):
                 assert call.id, f"event {position}: a tool call without id"
-                assert call.id not in started, f"event {position}: {call.id} started twice"
+                assert call.id not in started, f"event {position}: {call.id} asked twice"
+                assert call.status is ToolCallStatus.PENDING, f"{call.id}: {call.status}"
+                assert call.started_at is None, f"{call.id}: pending yet started"
                 if SERVER_CALL_ID.match(call.id):
                     assert call.name == "qdrant_retrieval"
                     assert set(call.arguments) == {"query", "top_k"}
                 started.append(call.id)
+                pending.add(call.id)
+            case ToolCallStarted(call=call):
+                assert call.id in pending, f"event {position}: {call.id} started, not pending"
+                assert call.status is ToolCallStatus.EXECUTING, f"{call.id}: {call.status}"
+                assert call.started_at is not None
+                pending.discard(call.id)
                 running[call.id] = call
             case SourcesFound(tool_call_id=call_id, sources=sources):
                 assert call_id in running, f"event {position}: sources of no running call"
@@ -218,6 +256,7 @@ def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = Fals
                 assert text, f"event {position}: an empty AnswerDelta"
                 assert not running, f"event {position}: answer text while {running} run"
     assert not running, f"calls never completed: {sorted(running)}"
+    assert not pending, f"calls never started: {sorted(pending)}"
     assert answer_text(events) == result.answer
     assert [c.id for c in result.tool_calls] == started, "tool_calls in start order"
     assert result.tool_calls == [ended[c] for c in started]

@@ -13,7 +13,6 @@ import pytest
 
 from service.agent import (
     NO_ANSWER_MESSAGE,
-    AgentEvent,
     SourcesFound,
     ToolCallCompleted,
     ToolCallStarted,
@@ -36,9 +35,11 @@ from tests.agent.support import (
     chunk,
     collect,
     completed,
+    failed,
     kinds,
     request,
     server_calls,
+    shown,
 )
 from tests.fakes.openai_server import ChatReply, FakeOpenAI, ToolCallScript
 
@@ -75,7 +76,7 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert kinds(events) == [
         "RunStarted",
         *["ToolCallStarted", "SourcesFound", "ToolCallCompleted"] * 2,
-        *["AnswerDelta"] * (len(events) - 8),
+        *["AnswerDelta"] * (len(kinds(events)) - 8),
         "Completed",
     ]
     # The first search is the server's, with the question; the tool searches what the
@@ -83,7 +84,7 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert retriever.queries == [QUESTION, "URDF link definition"]
     assert (retriever.calls[0].limit, retriever.calls[1].limit) == (5, 3)
 
-    first_started, first_found, first_ended = events[1:4]
+    first_started, first_found, first_ended = shown(events)[1:4]
     assert isinstance(first_started, ToolCallStarted)
     assert SERVER_CALL_ID.match(first_started.call.id)
     assert first_started.call.name == "qdrant_retrieval"
@@ -97,7 +98,7 @@ async def test_tool_loop_from_question_to_cited_answer(
     assert first_ended.call.result is not None
     assert first_ended.call.result["hits"] == 2
 
-    started, found, ended = events[4:7]
+    started, found, ended = shown(events)[4:7]
     assert isinstance(started, ToolCallStarted)
     assert started.call.id == "call_1"
     assert started.call.status is ToolCallStatus.EXECUTING
@@ -385,7 +386,7 @@ async def test_a_search_in_vain_is_reported_and_the_model_answers_from_what_it_h
         "RunStarted",
         *["ToolCallStarted", "SourcesFound", "ToolCallCompleted"],
         *["ToolCallStarted", "ToolCallCompleted"],  # found nothing: no SourcesFound
-        *["AnswerDelta"] * (len(events) - 7),
+        *["AnswerDelta"] * (len(kinds(events)) - 7),
         "Completed",
     ]
     [tool] = [m for m in fake_openai.chat_requests[1].messages if m["role"] == "tool"]
@@ -445,16 +446,11 @@ async def test_a_failing_first_search_is_an_errored_tool_call(
             raise StoreUnavailable("qdrant is down")
 
     agent = build_agentic(BrokenStore())
-    events: list[AgentEvent] = []
+    events = await collect(agent.run(request(QUESTION)))
 
-    async def consume() -> None:
-        async for event in agent.run(request(QUESTION)):
-            events.append(event)
-
-    with pytest.raises(StoreUnavailable):
-        await consume()
-
-    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted"]
+    failed(events, StoreUnavailable)
+    assert kinds(events) == ["RunStarted", "ToolCallStarted", "ToolCallCompleted", "Completed"]
+    events = shown(events)
     started, ended = events[1], events[2]
     assert isinstance(started, ToolCallStarted)
     assert isinstance(ended, ToolCallCompleted)

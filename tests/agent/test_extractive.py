@@ -24,6 +24,7 @@ from tests.agent.support import (
     kinds,
     make_agent,
     request,
+    shown,
 )
 
 MODEL_DIR = default_model_dir()
@@ -104,7 +105,7 @@ async def test_quotes_the_most_relevant_sentences_with_citations(embedder: Embed
     shape = kinds(events)
     assert shape[:4] == ["RunStarted", "ToolCallStarted", "SourcesFound", "ToolCallCompleted"]
     assert set(shape[4:-1]) == {"AnswerDelta"}
-    started, found = events[1], events[2]
+    started, found = shown(events)[1], shown(events)[2]
     assert isinstance(started, ToolCallStarted)
     assert SERVER_CALL_ID.match(started.call.id)
     assert started.call.arguments == {"query": QUESTION, "top_k": 5}

@@ -18,7 +18,15 @@ from service.errors import (
     RagAgentError,
 )
 from tests.agent.conftest import AgentFactory
-from tests.agent.support import FakeRetriever, chunk, collect, completed, kinds, request
+from tests.agent.support import (
+    FakeRetriever,
+    chunk,
+    collect,
+    completed,
+    failed,
+    kinds,
+    request,
+)
 from tests.fakes.openai_server import ChatReply, ErrorReply, FakeOpenAI
 
 QUESTION = "What is a URDF link?"
@@ -39,9 +47,9 @@ async def fails_with(
     **settings: object,
 ) -> RagAgentError:
     agent = agent_factory(retriever, **settings)
-    with pytest.raises(error) as caught:
-        await collect(agent.run(request(QUESTION)))
-    return caught.value
+    found = failed(await collect(agent.run(request(QUESTION))), error)
+    assert isinstance(found, RagAgentError)
+    return found
 
 
 async def test_rate_limit_is_reported_with_its_retry_delay(
@@ -109,10 +117,9 @@ async def test_stalling_is_not_mistaken_for_running_out_of_time(
     fake_openai.script_chat(ChatReply(deltas=["A"], stall_after=1, stall_for=5.0))
     agent = build_agentic(retriever, llm_stream_idle_timeout=0.3, llm_first_token_timeout=0.3)
 
-    with pytest.raises(DeadlineExceeded) as caught:
-        await collect(agent.run(request(QUESTION, deadline=Deadline.after(10.0))))
+    events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(10.0))))
 
-    assert isinstance(caught.value, ModelStalled)
+    assert isinstance(failed(events, DeadlineExceeded), ModelStalled)
 
 
 async def test_a_malformed_stream_is_an_unavailable_model(

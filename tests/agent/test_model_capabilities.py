@@ -22,6 +22,7 @@ from tests.agent.support import (
     chunk,
     collect,
     completed,
+    failed,
     request,
     settings,
 )
@@ -154,8 +155,7 @@ async def test_a_rejection_that_is_not_about_tools_is_not_a_fallback(
     model = FakeChatModel(Scripted(error=ModelRequestRejected("the model `nope` does not exist")))
     agent, _ = agent_with(model, strategy)
 
-    with pytest.raises(ModelRequestRejected):
-        await collect(agent.run(request(QUESTION)))
+    failed(await collect(agent.run(request(QUESTION))), ModelRequestRejected)
     assert model.capabilities.tool_calling is None
 
 
@@ -248,9 +248,9 @@ async def test_a_prompt_that_cannot_fit_is_model_context_exceeded() -> None:
     long_question = QUESTION + " please" * 400
     retriever.add(long_question, (WABOT, 0.8))
 
-    with pytest.raises(ModelContextExceeded) as caught:
-        await collect(agent.run(request(long_question)))
-    assert caught.value.reason == "MODEL_CONTEXT_EXCEEDED"
+    error = failed(await collect(agent.run(request(long_question))), ModelContextExceeded)
+    assert isinstance(error, ModelContextExceeded)
+    assert error.reason == "MODEL_CONTEXT_EXCEEDED"
     assert model.calls == [], "nothing was sent that could not fit"
 
 

@@ -4,9 +4,10 @@ held against (the server tests may use it on what a real server streams).
 From the AskStreamResponse documentation in agent.proto:
 
 - ``sequence`` starts at 1 and increases by 1;
-- events come in this order: ``run_started``; then, per retrieval, ``tool_call_started``,
-  ``sources_found`` and ``tool_call_completed``; then ``answer_delta`` events; then
-  ``completed``, always the last event of a stream that ends with status OK;
+- events come in this order: ``run_started``; then, per retrieval, ``tool_call_started``
+  with status PENDING, ``tool_call_started`` with status EXECUTING, ``sources_found`` and
+  ``tool_call_completed`` with status COMPLETED, ERROR or TIMEOUT; then ``answer_delta``
+  events; then ``completed``, always the last event of a stream that ends with status OK;
 - ``heartbeat`` events may come at any point (here: after ``run_started``);
 - every ``answer_delta.text`` is non-empty, and their concatenation is exactly
   ``completed.answer``.
@@ -19,7 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragagent.v1 import agent_pb2
+from ragagent.v1 import agent_pb2, types_pb2
+
+_ENDED = {
+    types_pb2.TOOL_CALL_STATUS_COMPLETED,
+    types_pb2.TOOL_CALL_STATUS_ERROR,
+    types_pb2.TOOL_CALL_STATUS_TIMEOUT,
+}
 
 # Every case of the `event` oneof, each one documented in the AskStreamResponse comment.
 DOCUMENTED_EVENTS = frozenset(
@@ -70,6 +77,8 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
     assert kinds.count("completed") == 1, "completed comes more than once"
 
     phase = 0
+    pending: set[str] = set()
+    asked: set[str] = set()
     open_calls: set[str] = set()
     for position, (kind, event) in enumerate(zip(kinds, events, strict=True), start=1):
         if kind == "heartbeat":
@@ -77,9 +86,21 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
         assert _PHASE[kind] >= phase, f"event {position} ({kind}) comes after a later phase"
         phase = _PHASE[kind]
         if kind == "tool_call_started":
-            call_id = event.tool_call_started.id
+            call = event.tool_call_started
+            call_id = call.id
             assert call_id, f"event {position}: tool_call_started has no id"
             assert call_id not in open_calls, f"event {position}: tool call {call_id} restarted"
+            if call.status == types_pb2.TOOL_CALL_STATUS_PENDING:
+                assert call_id not in asked, f"event {position}: tool call {call_id} asked twice"
+                assert not call.HasField("started_at"), f"event {position}: pending, started"
+                asked.add(call_id)
+                pending.add(call_id)
+                continue
+            assert call.status == types_pb2.TOOL_CALL_STATUS_EXECUTING, (
+                f"event {position}: tool_call_started with status {call.status}"
+            )
+            assert call_id in pending, f"event {position}: {call_id} executes, never PENDING"
+            pending.remove(call_id)
             open_calls.add(call_id)
         elif kind == "sources_found":
             call_id = event.sources_found.tool_call_id
@@ -91,11 +112,16 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
             assert call_id in open_calls, (
                 f"event {position}: tool_call_completed for {call_id!r}, which never started"
             )
+            assert event.tool_call_completed.status in _ENDED, (
+                f"event {position}: tool_call_completed with status "
+                f"{event.tool_call_completed.status}"
+            )
             open_calls.remove(call_id)
         elif kind == "answer_delta":
             assert event.answer_delta.text, f"event {position}: answer_delta with empty text"
             assert not open_calls, f"event {position}: answer text while {open_calls} still run"
 
+    assert not pending and not open_calls, f"calls never ended: {pending | open_calls}"
     completed = events[-1].completed
     assert answer_text(events) == completed.answer, (
         "the answer_delta texts do not add up to completed.answer:\n"

@@ -55,9 +55,11 @@ def numbered(*events: Event) -> list[Event]:
 
 
 def a_run() -> list[Event]:
-    """A run of the agentic strategy: one tool call, a streamed answer, the final response."""
+    """A run of the agentic strategy: one tool call (asked for, then executing), a streamed
+    answer, the final response."""
     return numbered(
         Event(run_started=agent_pb2.RunStarted(request_id="r-1", session_id="s-1")),
+        Event(tool_call_started=tool_call(types_pb2.TOOL_CALL_STATUS_PENDING)),
         Event(tool_call_started=tool_call(types_pb2.TOOL_CALL_STATUS_EXECUTING)),
         Event(sources_found=agent_pb2.SourcesFound(
             tool_call_id="call-1", sources=[source(1), source(2)],
@@ -116,13 +118,13 @@ def _drop(*kinds: str) -> Callable[[list[Event]], list[Event]]:
 
 
 def _edit_delta(events: list[Event]) -> list[Event]:
-    events[6].answer_delta.text = "Nodes talk!"
+    events[7].answer_delta.text = "Nodes talk!"
     return events
 
 
 def _empty_delta(events: list[Event]) -> list[Event]:
-    events[6].answer_delta.text = ""
-    events[7].answer_delta.text = "Nodes talk" + events[7].answer_delta.text
+    events[7].answer_delta.text = ""
+    events[8].answer_delta.text = "Nodes talk" + events[8].answer_delta.text
     return events
 
 
@@ -146,12 +148,21 @@ def _swap(first: int, second: int) -> Callable[[list[Event]], list[Event]]:
 
 
 def _lost_delta(events: list[Event]) -> list[Event]:
-    return numbered(*events[:7], *events[8:])
+    return numbered(*events[:8], *events[9:])
+
+
+def _drop_pending(events: list[Event]) -> list[Event]:
+    return numbered(events[0], *events[2:])
+
+
+def _unfinished_end(events: list[Event]) -> list[Event]:
+    events[4].tool_call_completed.status = types_pb2.TOOL_CALL_STATUS_EXECUTING
+    return events
 
 
 def _retrieval_after_answer(events: list[Event]) -> list[Event]:
     """run_started, a first delta, then the tool call, then the other deltas."""
-    return numbered(events[0], events[5], *events[1:5], *events[6:])
+    return numbered(events[0], events[6], *events[1:6], *events[7:])
 
 
 def test_text_written_before_a_later_tool_call_streams_first() -> None:
@@ -172,7 +183,9 @@ BROKEN = [
         _drop("tool_call_started", "sources_found"), "never started", id="completion without start"
     ),
     pytest.param(_drop("tool_call_completed"), "still run", id="answer during a tool call"),
-    pytest.param(_swap(5, 3), "still run", id="answer before the tool call ends"),
+    pytest.param(_swap(6, 4), "still run", id="answer before the tool call ends"),
+    pytest.param(_drop_pending, "never PENDING", id="executing without pending"),
+    pytest.param(_unfinished_end, "tool_call_completed with status", id="ended still executing"),
     pytest.param(_swap(0, 1), "not run_started", id="tool call before run_started"),
     pytest.param(_swap(-1, -2), "not completed", id="delta after completed"),
 ]

@@ -310,6 +310,14 @@ MATRIX: list[Row] = [
     *filters_rows(question),
     *metadata_rows(),
     *optional_uuid_rows(question, "request_id"),
+    # Per-request model settings: the allow-list of `model` is the server's (test_model_settings)
+    Row("model", "string.max_len", question(model="m" * 256), question(model="m" * 257)),
+    Row("max_tokens", "int32.gte_lte", question(max_tokens=1), question(max_tokens=0),
+        note="lower"),
+    Row("max_tokens", "int32.gte_lte", question(max_tokens=8192), question(max_tokens=8193),
+        note="upper"),
+    Row("instructions", "string.max_len", question(instructions="é" * 2000),
+        question(instructions="é" * 2001)),
     # agent.proto: RetrieveRequest
     *query_rows(retrieve),
     *max_results_rows(retrieve, upper=20),
@@ -351,6 +359,7 @@ LEFT_OUT = [
     pytest.param(question(), "max_results", id="QuestionRequest.max_results unset"),
     pytest.param(question(), "confidence_threshold", id="QuestionRequest.confidence unset"),
     pytest.param(question(), "temperature", id="QuestionRequest.temperature unset"),
+    pytest.param(question(), "max_tokens", id="QuestionRequest.max_tokens unset"),
     pytest.param(retrieve(), "max_results", id="RetrieveRequest.max_results unset"),
     pytest.param(retrieve(), "confidence_threshold", id="RetrieveRequest.confidence unset"),
 ]

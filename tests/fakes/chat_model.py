@@ -75,6 +75,12 @@ class FakeChatModel:
         assert self._capabilities.context_tokens is not None
         return self._capabilities.context_tokens
 
+    def configured(self, *, model: str | None = None, max_tokens: int | None = None) -> Any:
+        """The same script and call log; only the answer's token limit can change here."""
+        if max_tokens is not None:
+            self._max_tokens = max_tokens
+        return self
+
     def _next(self, kind: str, messages: Sequence[dict[str, Any]], **options: Any) -> Scripted:
         self.calls.append(
             Call(

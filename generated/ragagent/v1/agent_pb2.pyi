@@ -35,14 +35,22 @@ class _ResponseStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Respon
     RESPONSE_STATUS_NO_ANSWER: _ResponseStatus.ValueType  # 2
     """Nothing relevant enough was found; `answer` says so and no model was called."""
     RESPONSE_STATUS_ERROR: _ResponseStatus.ValueType  # 3
-    """The run failed; the stream ends with an error status after this message."""
+    """The run failed (the model, the store or the server failed); `answer` holds what was
+    produced before. AskStream sends this final message, then ends with the error status;
+    Ask ends with the error status. The turn is recorded with status ERROR.
+    """
     RESPONSE_STATUS_TIMEOUT: _ResponseStatus.ValueType  # 4
     """The run ran out of time; `answer` holds what was produced before the deadline.
     AskStream sends this final message, then ends with DEADLINE_EXCEEDED; Ask ends with
     DEADLINE_EXCEEDED.
     """
     RESPONSE_STATUS_CANCELLED: _ResponseStatus.ValueType  # 5
-    """The run was cancelled before it finished."""
+    """The server stopped the run before it finished (it is shutting down); `answer` holds
+    what was produced before. AskStream sends this final message, then ends with
+    UNAVAILABLE (reason SHUTTING_DOWN: ask again, another replica will answer); Ask ends
+    with UNAVAILABLE. A run the caller cancels itself gets no message (the call is gone);
+    its turn is recorded with status CANCELLED and the answer produced so far.
+    """
 
 class ResponseStatus(_ResponseStatus, metaclass=_ResponseStatusEnumTypeWrapper):
     """ResponseStatus says how a run ended."""
@@ -54,14 +62,22 @@ RESPONSE_STATUS_SUCCESS: ResponseStatus.ValueType  # 1
 RESPONSE_STATUS_NO_ANSWER: ResponseStatus.ValueType  # 2
 """Nothing relevant enough was found; `answer` says so and no model was called."""
 RESPONSE_STATUS_ERROR: ResponseStatus.ValueType  # 3
-"""The run failed; the stream ends with an error status after this message."""
+"""The run failed (the model, the store or the server failed); `answer` holds what was
+produced before. AskStream sends this final message, then ends with the error status;
+Ask ends with the error status. The turn is recorded with status ERROR.
+"""
 RESPONSE_STATUS_TIMEOUT: ResponseStatus.ValueType  # 4
 """The run ran out of time; `answer` holds what was produced before the deadline.
 AskStream sends this final message, then ends with DEADLINE_EXCEEDED; Ask ends with
 DEADLINE_EXCEEDED.
 """
 RESPONSE_STATUS_CANCELLED: ResponseStatus.ValueType  # 5
-"""The run was cancelled before it finished."""
+"""The server stopped the run before it finished (it is shutting down); `answer` holds
+what was produced before. AskStream sends this final message, then ends with
+UNAVAILABLE (reason SHUTTING_DOWN: ask again, another replica will answer); Ask ends
+with UNAVAILABLE. A run the caller cancels itself gets no message (the call is gone);
+its turn is recorded with status CANCELLED and the answer produced so far.
+"""
 Global___ResponseStatus: _TypeAlias = ResponseStatus  # noqa: Y015
 
 class _AnswerMode:
@@ -126,6 +142,9 @@ class QuestionRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question, 1 to 1000 characters (Unicode code points), not only white space."""
     max_results: _builtins.int
@@ -147,14 +166,35 @@ class QuestionRequest(_message.Message):
     """Caller-chosen id of this request (a UUID), echoed in the response, logs and metadata.
     Empty: the server uses the `x-request-id` header, else generates one.
     """
+    model: _builtins.str
+    """The chat model to answer with: one of the names the operator allows
+    (`RAGAGENT_LLM_ALLOWED_MODELS`; when that is empty, only the configured
+    `RAGAGENT_LLM_MODEL`). At most 256 characters. Empty: the configured model. A name
+    that is not allowed gets INVALID_ARGUMENT with a BadRequest violation of `model`.
+    `AgentResponse.model` names the model that answered. Ignored by the extractive
+    strategy, which calls no chat model.
+    """
+    max_tokens: _builtins.int
+    """Most tokens the answer may take, 1 to 8192. Unset: the server's configured default
+    (`RAGAGENT_LLM_MAX_TOKENS`). A turn may get fewer when the prompt leaves less room in
+    the model's context window. Ignored by the extractive strategy.
+    """
+    instructions: _builtins.str
+    """Extra instructions for the model (for example the audience or the length of the
+    answer), at most 2000 characters. They are appended to the server's system prompt after
+    its grounding rules, marked as the caller's, and never replace those rules: the answer
+    still comes only from the documents and cites them. Empty: none. Ignored by the
+    extractive strategy.
+    """
     @_builtins.property
     def filters(self) -> _types_pb2.SearchFilters:
         """Restricts retrieval to part of the corpus. Unset: the whole corpus."""
 
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """Free-form caller labels (for example a client name), stored with the run and echoed in
-        logs at DEBUG. At most 16 entries; keys 1 to 64 characters of [A-Za-z0-9_.-]; values at
+        """Free-form caller labels (for example a client name), stored with the turn (see
+        `Turn.metadata`, when the server keeps sessions) and logged with the run at DEBUG. Not
+        encrypted at rest: put no secrets here. At most 16 entries; keys 1 to 64 characters of [A-Za-z0-9_.-]; values at
         most 256 characters.
         """
 
@@ -169,21 +209,28 @@ class QuestionRequest(_message.Message):
         filters: _types_pb2.SearchFilters | None = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         request_id: _builtins.str = ...,
+        model: _builtins.str = ...,
+        max_tokens: _builtins.int | None = ...,
+        instructions: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "max_results", b"max_results", "temperature", b"temperature"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "max_results", b"max_results", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "max_results", b"max_results", "metadata", b"metadata", "query", b"query", "request_id", b"request_id", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "instructions", b"instructions", "max_results", b"max_results", "max_tokens", b"max_tokens", "metadata", b"metadata", "model", b"model", "query", b"query", "request_id", b"request_id", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence_threshold: _TypeAlias = _typing.Literal["confidence_threshold"]  # noqa: Y015
     _WhichOneofArgType__confidence_threshold: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold"]  # noqa: Y015
     _WhichOneofReturnType__max_results: _TypeAlias = _typing.Literal["max_results"]  # noqa: Y015
     _WhichOneofArgType__max_results: _TypeAlias = _typing.Literal["_max_results", b"_max_results"]  # noqa: Y015
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence_threshold) -> _WhichOneofReturnType__confidence_threshold | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_results) -> _WhichOneofReturnType__max_results | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
 
@@ -210,6 +257,7 @@ class AgentResponse(_message.Message):
     ANSWER_MODE_FIELD_NUMBER: _builtins.int
     STRATEGY_FIELD_NUMBER: _builtins.int
     GROUNDING_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -239,6 +287,10 @@ class AgentResponse(_message.Message):
     """The agent strategy that ran: "agentic", "agents_sdk", "retrieve_first" or "extractive".
     An agentic (or agents_sdk) server whose model endpoint cannot call tools runs, and
     names, "retrieve_first".
+    """
+    turn_id: _builtins.str
+    """Id of the turn this run is recorded as, which `SessionService.GetSession` lists in
+    `Session.turns` (a UUID). Empty when the server keeps no sessions.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -286,10 +338,11 @@ class AgentResponse(_message.Message):
         answer_mode: Global___AnswerMode.ValueType = ...,
         strategy: _builtins.str = ...,
         grounding: _types_pb2.Grounding | None = ...,
+        turn_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -299,8 +352,11 @@ Global___AgentResponse: _TypeAlias = AgentResponse  # noqa: Y015
 class AskStreamResponse(_message.Message):
     """AskStreamResponse is one event of a streamed run.
 
-    Events come in this order: `run_started`; then, for each retrieval, `tool_call_started`,
-    `sources_found` and `tool_call_completed`; then `answer_delta` events; then `completed`.
+    Events come in this order: `run_started`; then, for each retrieval, `tool_call_started`
+    with status PENDING (the call was asked for), `tool_call_started` with status EXECUTING
+    (it runs), `sources_found` and `tool_call_completed` (COMPLETED, ERROR or TIMEOUT); then
+    `answer_delta` events; then `completed`. When the model asks for several calls in one
+    turn, each is reported PENDING before any of them executes.
     Every retrieval is reported as a `qdrant_retrieval` tool call, including those a strategy
     runs on its own (retrieve_first, extractive, and the agentic strategy's first search), so
     `sources_found.tool_call_id` always names the call that found the sources.
@@ -328,7 +384,9 @@ class AskStreamResponse(_message.Message):
 
     @_builtins.property
     def tool_call_started(self) -> _types_pb2.ToolCallInfo:
-        """A tool call has started executing."""
+        """A tool call was asked for (status PENDING), or has started executing (status
+        EXECUTING): each call is sent twice, first PENDING then EXECUTING.
+        """
 
     @_builtins.property
     def sources_found(self) -> Global___SourcesFound:
@@ -348,10 +406,13 @@ class AskStreamResponse(_message.Message):
 
     @_builtins.property
     def completed(self) -> Global___AgentResponse:
-        """The run has ended; the final response. Always the last event of a stream that ends
-        with status OK, of one that ends with DEADLINE_EXCEEDED after status TIMEOUT, and of
-        one that ends with UNAVAILABLE after status ERROR (the model's answer broke off:
-        reasons MODEL_STREAM_INTERRUPTED, MODEL_EMPTY_ANSWER), carrying the partial answer.
+        """The run has ended; the final response. Once `run_started` was sent, always the last
+        event: of a stream that ends with status OK; of one that ends with DEADLINE_EXCEEDED
+        after status TIMEOUT; of one that ends with an error status after status ERROR (the
+        model failed or its answer broke off, the store failed); of one that ends with
+        UNAVAILABLE (SHUTTING_DOWN) after status CANCELLED. Failed and stopped runs carry
+        the partial answer. A request refused before the run starts (invalid, unknown or busy
+        session, rate limits) ends with its error status and no message.
         """
 
     def __init__(

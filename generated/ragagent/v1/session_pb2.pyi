@@ -66,7 +66,7 @@ class _RunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunStatus.V
     RUN_STATUS_TIMEOUT: _RunStatus.ValueType  # 4
     """The run ran out of time."""
     RUN_STATUS_CANCELLED: _RunStatus.ValueType  # 5
-    """The caller cancelled the run."""
+    """The run was cancelled: by its caller, or by the server shutting down."""
 
 class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
     """RunStatus is the state of one turn's run."""
@@ -82,7 +82,7 @@ RUN_STATUS_ERROR: RunStatus.ValueType  # 3
 RUN_STATUS_TIMEOUT: RunStatus.ValueType  # 4
 """The run ran out of time."""
 RUN_STATUS_CANCELLED: RunStatus.ValueType  # 5
-"""The caller cancelled the run."""
+"""The run was cancelled: by its caller, or by the server shutting down."""
 Global___RunStatus: _TypeAlias = RunStatus  # noqa: Y015
 
 @_typing.final
@@ -90,6 +90,26 @@ class Turn(_message.Message):
     """Turn is one question and its answer within a session."""
 
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     TURN_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -103,6 +123,8 @@ class Turn(_message.Message):
     TIMINGS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """Id of the turn (a UUID)."""
     request_id: _builtins.str
@@ -110,13 +132,17 @@ class Turn(_message.Message):
     question: _builtins.str
     """The question as asked."""
     answer: _builtins.str
-    """The answer given: whole for a completed run, the partial answer for one that timed out
-    or whose model answer broke off (status ERROR), empty otherwise.
+    """The answer given: whole for a completed run, the partial answer (possibly empty) for
+    one that failed, timed out or was cancelled.
     """
     status: Global___RunStatus.ValueType
     """State of the run."""
     confidence: _builtins.float
     """Confidence of the answer, as in `AgentResponse.confidence`."""
+    error: _builtins.str
+    """Why the run did not complete, as "REASON: message" (for example
+    "MODEL_UNAVAILABLE: ..."); empty for an active or completed run.
+    """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
         """Sources of the answer, as in `AgentResponse.sources`."""
@@ -141,6 +167,10 @@ class Turn(_message.Message):
     def completed_at(self) -> _timestamp_pb2.Timestamp:
         """When the run ended; unset while it is active."""
 
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The caller's `QuestionRequest.metadata`, as sent."""
+
     def __init__(
         self,
         *,
@@ -156,10 +186,12 @@ class Turn(_message.Message):
         timings: _types_pb2.Timings | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
+        error: _builtins.str = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "created_at", b"created_at", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "completed_at", b"completed_at", "confidence", b"confidence", "created_at", b"created_at", "question", b"question", "request_id", b"request_id", "sources", b"sources", "status", b"status", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "completed_at", b"completed_at", "confidence", b"confidence", "created_at", b"created_at", "error", b"error", "metadata", b"metadata", "question", b"question", "request_id", b"request_id", "sources", b"sources", "status", b"status", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

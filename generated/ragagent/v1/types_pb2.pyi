@@ -31,7 +31,9 @@ class _ToolCallStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolCa
     TOOL_CALL_STATUS_UNSPECIFIED: _ToolCallStatus.ValueType  # 0
     """Never sent by the server."""
     TOOL_CALL_STATUS_PENDING: _ToolCallStatus.ValueType  # 1
-    """The model asked for the call; it has not started yet."""
+    """The call was asked for (by the model, or by the service for its own searches) and has
+    not started yet. Sent in the first `tool_call_started` event of every call.
+    """
     TOOL_CALL_STATUS_EXECUTING: _ToolCallStatus.ValueType  # 2
     """The call is running."""
     TOOL_CALL_STATUS_COMPLETED: _ToolCallStatus.ValueType  # 3
@@ -47,7 +49,9 @@ class ToolCallStatus(_ToolCallStatus, metaclass=_ToolCallStatusEnumTypeWrapper):
 TOOL_CALL_STATUS_UNSPECIFIED: ToolCallStatus.ValueType  # 0
 """Never sent by the server."""
 TOOL_CALL_STATUS_PENDING: ToolCallStatus.ValueType  # 1
-"""The model asked for the call; it has not started yet."""
+"""The call was asked for (by the model, or by the service for its own searches) and has
+not started yet. Sent in the first `tool_call_started` event of every call.
+"""
 TOOL_CALL_STATUS_EXECUTING: ToolCallStatus.ValueType  # 2
 """The call is running."""
 TOOL_CALL_STATUS_COMPLETED: ToolCallStatus.ValueType  # 3
@@ -241,7 +245,7 @@ class ToolCallInfo(_message.Message):
 
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
-        """When the call started executing."""
+        """When the call started executing. Unset while it is PENDING."""
 
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
