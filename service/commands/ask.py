@@ -10,7 +10,7 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from ragagent.v1 import agent_pb2, agent_pb2_grpc
+from ragagent.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 
 from service.commands.channel import add_connection_flags, connection, open_channel
 from service.commands.flags import Flag, settings_with_flags
@@ -96,7 +96,7 @@ async def stream_answer(
         if kind == "answer_delta" and live:
             out.write(event.answer_delta.text)
             out.flush()
-        elif kind == "tool_call_started" and live:
+        elif kind == "tool_call_started" and live and _executing(event.tool_call_started):
             query = event.tool_call_started.arguments.fields.get("query")
             searched = query.string_value if query is not None else ""
             out.write(f"[searching: {searched}]\n")
@@ -123,3 +123,8 @@ def _print_sources(final: agent_pb2.AgentResponse, out: TextIO) -> None:
         out.write(
             f"  [{source.citation}] {source.title}{heading} ({where}) score {source.score:.2f}\n"
         )
+
+
+def _executing(call: types_pb2.ToolCallInfo) -> bool:
+    """Each call is announced twice, PENDING then EXECUTING; the search is shown once."""
+    return call.status == types_pb2.TOOL_CALL_STATUS_EXECUTING

@@ -121,7 +121,8 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
             assert event.answer_delta.text, f"event {position}: answer_delta with empty text"
             assert not open_calls, f"event {position}: answer text while {open_calls} still run"
 
-    assert not pending and not open_calls, f"calls never ended: {pending | open_calls}"
+    assert not pending, f"calls never started: {pending}"
+    assert not open_calls, f"calls never ended: {open_calls}"
     completed = events[-1].completed
     assert answer_text(events) == completed.answer, (
         "the answer_delta texts do not add up to completed.answer:\n"

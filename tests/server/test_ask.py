@@ -11,7 +11,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
+from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc, types_pb2
 
 from tests.contract.streams import answer_text, check_stream
 from tests.fakes.openai_script import ChatReply, ErrorReply, ToolCallScript
@@ -157,10 +157,12 @@ async def test_cancelling_mid_answer_closes_the_model_stream_and_records_the_tur
             agent_pb2.QuestionRequest(query="What does a URDF file describe?"), timeout=30
         )
         session_id = ""
+        received = ""
         async for event in call:
             if event.HasField("run_started"):
                 session_id = event.run_started.session_id
             if event.HasField("answer_delta"):
+                received += event.answer_delta.text
                 call.cancel()
                 break
         closed = await fake_llm.wait_client_closed(within=5)
@@ -184,8 +186,13 @@ async def test_cancelling_mid_answer_closes_the_model_stream_and_records_the_tur
                 break
             await asyncio.sleep(0.05)
     assert record is not None
-    assert record.session.turns[0].status == session_pb2.RUN_STATUS_CANCELLED
-    assert record.session.turns[0].answer == ""
+    turn = record.session.turns[0]
+    assert turn.status == session_pb2.RUN_STATUS_CANCELLED
+    # Nothing can reach a caller that cancelled; its turn keeps what was produced.
+    assert turn.answer.startswith(received)
+    assert ("URDF " * 40).startswith(turn.answer)
+    assert turn.error == "CANCELLED: the caller cancelled the call"
+    assert [c.status for c in turn.tool_calls] == [types_pb2.TOOL_CALL_STATUS_COMPLETED]
 
 
 # --- sessions ----------------------------------------------------------------------------
