@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     grace_period: float = Field(
         10.0,
         ge=0,
-        description="Seconds in-flight calls may take to finish after SIGTERM/SIGINT.",
+        description="Seconds in-flight calls may take to finish after SIGTERM/SIGINT; an "
+        "answer still running 1 s before the end (half the period if shorter) is stopped and "
+        "sent with status CANCELLED, then UNAVAILABLE (SHUTTING_DOWN).",
     )
     blocking_threads: int = Field(
         4,

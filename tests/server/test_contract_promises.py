@@ -151,6 +151,35 @@ async def test_a_store_failure_recording_the_turn_ends_with_error_then_the_statu
     assert _info(error).reason == "DATABASE_UNAVAILABLE"
 
 
+async def test_a_timed_out_run_records_its_partial_answer_and_why(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """RESPONSE_STATUS_TIMEOUT: the final message with the answer so far, then
+    DEADLINE_EXCEEDED; the turn is TIMEOUT with that answer and why."""
+    fake_llm.script_chat(ChatReply.text("word " * 60, pieces=60, delta_interval=0.1))
+    async with _agentic(tmp_path, fake_llm) as srv:
+        call = agent_pb2_grpc.AgentServiceStub(srv.channel).AskStream(
+            agent_pb2.QuestionRequest(query=QUESTION), timeout=2.5
+        )
+        events: list[agent_pb2.AskStreamResponse] = []
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _read_all(call, events)
+        final = events[-1].completed
+        turn = await _turn(srv, final.session_id, final.turn_id)
+
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert final.status == agent_pb2.RESPONSE_STATUS_TIMEOUT
+    assert final.answer == answer_text(events)
+    assert turn.status == session_pb2.RUN_STATUS_TIMEOUT
+    assert turn.answer == final.answer
+    assert turn.error.startswith("DEADLINE_EXCEEDED: ")
+
+
+async def _read_all(call: object, events: list[agent_pb2.AskStreamResponse]) -> None:
+    async for event in call:  # type: ignore[attr-defined]
+        events.append(event)
+
+
 # --- the stored turn: its id, why it failed, the caller's metadata --------------------
 
 

@@ -309,3 +309,26 @@ async def test_the_settings_reach_the_store(tmp_path: Path) -> None:
         (tmp_path / f"sessions.db{suffix}").unlink(missing_ok=True)
     dump = await session_text(record_content=False)
     assert all(secret not in dump for secret in SECRETS)
+
+
+async def test_metadata_is_sealed_like_the_question(
+    database: Database, open_store: OpenStore
+) -> None:
+    """Turn.metadata: kept like the question, sealed when conversations are encrypted."""
+    labels = {"client": "zebra-quartz desk"}
+    store = await open_store(content=sealed(KEY_1))
+    handle = await store.begin_turn(
+        session_id=None, owner="alice", question="q", request_id="r", metadata=labels
+    )
+    assert await store.abort_turn(handle.turn_id, "error", "failed")
+    assert (await store.get_session(handle.session_id, "alice")).turns[0].metadata == labels
+    assert "zebra-quartz" not in await raw_dump(database)
+
+
+async def test_metadata_is_not_kept_when_no_text_is_recorded(open_store: OpenStore) -> None:
+    labels = {"client": "zebra-quartz desk"}
+    plain = await open_store(content=Content(record=False))
+    handle = await plain.begin_turn(
+        session_id=None, owner="alice", question="q", request_id="r", metadata=labels
+    )
+    assert (await plain.get_session(handle.session_id, "alice")).turns[0].metadata == {}

@@ -193,8 +193,7 @@ class QuestionRequest(_message.Message):
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form caller labels (for example a client name), stored with the turn (see
-        `Turn.metadata`, when the server keeps sessions) and logged with the run at DEBUG. Not
-        encrypted at rest: put no secrets here. At most 16 entries; keys 1 to 64 characters of [A-Za-z0-9_.-]; values at
+        `Turn.metadata`) and logged with the run's request id at DEBUG. At most 16 entries; keys 1 to 64 characters of [A-Za-z0-9_.-]; values at
         most 256 characters.
         """
 

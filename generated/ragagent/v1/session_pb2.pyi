@@ -140,8 +140,10 @@ class Turn(_message.Message):
     confidence: _builtins.float
     """Confidence of the answer, as in `AgentResponse.confidence`."""
     error: _builtins.str
-    """Why the run did not complete, as "REASON: message" (for example
-    "MODEL_UNAVAILABLE: ..."); empty for an active or completed run.
+    """Why the run did not complete: the error's reason and message (for example
+    "MODEL_UNAVAILABLE: ...", "CANCELLED: the caller cancelled the call") or, for a run
+    its server never finished (it stopped or crashed), a sentence saying so. Empty for an
+    active or completed run.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -169,7 +171,9 @@ class Turn(_message.Message):
 
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """The caller's `QuestionRequest.metadata`, as sent."""
+        """The caller's `QuestionRequest.metadata`, as sent (kept like the question: encrypted
+        when the server encrypts conversations, left out when it records no text).
+        """
 
     def __init__(
         self,
