@@ -39,7 +39,7 @@ from agents.tool_context import ToolContext
 
 from service.agent.budget import fit_for, fit_passages
 from service.agent.model import ChatModel
-from service.agent.prompts import Message, agentic_messages, retrieval_query
+from service.agent.prompts import Message, retrieval_query
 from service.agent.retrieve_first import answer_from
 from service.agent.run import Outcome, Run
 from service.agent.sdk.model import RunModel, ToolBudget
@@ -82,11 +82,11 @@ class AgentsSdkStrategy:
             request.query,
             history=request.history,
             sources=found,
-            build=agentic_messages,
+            build=run.prompts.agentic,  # the operator's opening, the caller's addendum
             tools=[RETRIEVAL_TOOL],
         )
         instructions, opening = _split(
-            agentic_messages(request.query, fitted.history, fitted.sources)
+            run.prompts.agentic(request.query, fitted.history, fitted.sources)
         )
         turns = run.turns(model)
         sdk_model = RunModel(
