@@ -1,6 +1,7 @@
 """A new session's turn is written beside the run, not in front of it (issue 15): the first
 token does not wait for the begin, the final message waits for the turn to be stored, and a
-begin that fails or a call cancelled meanwhile still ends up reported and recorded."""
+begin that fails or a call cancelled meanwhile still ends up reported and recorded: a begin
+that fails turns the final message into status ERROR, followed by the failure (issue 13)."""
 
 from __future__ import annotations
 
@@ -51,9 +52,9 @@ class GatedTurns:
         self.log.append("begun")
         return handle
 
-    async def complete_turn(self, turn_id: str, result: RunResult) -> bool:
-        done = await self.store.complete_turn(turn_id, result)
-        self.log.append("completed")
+    async def complete_turn(self, turn_id: str, result: RunResult, error: str = "") -> bool:
+        done = await self.store.complete_turn(turn_id, result, error)
+        self.log.append(f"completed {result.status.value}")
         return done
 
     async def abort_turn(
@@ -95,6 +96,11 @@ async def read_all(call: Any) -> list[str]:
     return kinds
 
 
+async def read_into(call: Any, seen: list[agent_pb2.AskStreamResponse]) -> None:
+    while (message := await call.read()) is not grpc.aio.EOF:
+        seen.append(message)
+
+
 async def statuses(store: SessionStore, session_id: str) -> list[str]:
     record = await store.get_session(session_id, None)
     return [turn.status.value for turn in record.turns]
@@ -111,24 +117,29 @@ async def test_the_answer_streams_before_the_turns_begin_is_written(store: Sessi
         turns.gate.set()
         rest = await read_all(call)
     assert rest[-1] == "completed"
-    assert turns.log == ["begun", "completed"]  # stored before the final message was sent
+    assert turns.log == ["begun", "completed success"]  # stored before the final message
     session_id = started.run_started.session_id
     assert await statuses(store, session_id) == ["completed"]
     assert (await rows_of(store, session_id))["responses"] == 1
 
 
-async def test_a_begin_that_fails_ends_the_call_with_its_error_not_the_final_message(
+async def test_a_begin_that_fails_ends_with_a_final_error_message_then_its_status(
     store: SessionStore,
 ) -> None:
+    """The answer was not kept: never an OK, and no turn id; the caller keeps the text."""
     turns = GatedTurns(store, fail=DatabaseUnavailable("the session database is unavailable"))
     async with serving(turns) as stub:
         call = stub.AskStream(agent_pb2.QuestionRequest(query="How do robots walk?"), timeout=30)
-        seen = [(await asyncio.wait_for(call.read(), 5)).WhichOneof("event") for _ in range(2)]
+        seen = [await asyncio.wait_for(call.read(), 5) for _ in range(2)]
         turns.gate.set()
         with pytest.raises(grpc.aio.AioRpcError) as failed:
-            seen += await read_all(call)
+            await read_into(call, seen)
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "completed" not in seen
+    final = seen[-1].completed
+    assert seen[-1].WhichOneof("event") == "completed"
+    assert final.status == agent_pb2.RESPONSE_STATUS_ERROR
+    assert final.answer == "Robots walk [1]."
+    assert final.turn_id == ""
     assert turns.log == []
 
 
@@ -144,9 +155,9 @@ async def test_a_call_cancelled_before_the_begin_is_written_records_the_turn_can
         await asyncio.sleep(0.2)  # the server sees the cancellation while the begin waits
         turns.gate.set()
         for _ in range(100):
-            if turns.log[-1:] == ["aborted cancelled"]:
+            if turns.log[-1:] == ["completed cancelled"]:
                 break
             await asyncio.sleep(0.05)
     session_id = started.run_started.session_id
-    assert turns.log == ["begun", "aborted cancelled"]
+    assert turns.log == ["begun", "completed cancelled"]  # with what had streamed
     assert await statuses(store, session_id) == ["cancelled"]
