@@ -47,7 +47,7 @@ def tool_events(events: Sequence[AgentEvent]) -> list[tuple[str, str]]:
 
 
 async def test_completed_and_failed_calls_go_pending_executing_then_end(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.add("links", (LINK, 0.9))
@@ -60,7 +60,7 @@ async def test_completed_and_failed_calls_go_pending_executing_then_end(
         ChatReply.text("Rigid bodies [1]."),
     )
 
-    events = await collect(build_agent(retriever).run(request(QUESTION)))
+    events = await collect(build_agentic(retriever).run(request(QUESTION)))
 
     check_events(events)
     cycles = lifecycles(events)
@@ -80,7 +80,7 @@ async def test_completed_and_failed_calls_go_pending_executing_then_end(
 
 
 async def test_a_call_that_runs_out_of_time_goes_pending_executing_timeout(
-    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agentic: AgentFactory
 ) -> None:
     retriever.add(QUESTION, (LINK, 0.8))
     retriever.delays["links"] = 5.0
@@ -90,7 +90,7 @@ async def test_a_call_that_runs_out_of_time_goes_pending_executing_timeout(
     )
 
     events = await collect(
-        build_agent(retriever).run(request(QUESTION, deadline=Deadline.after(0.5)))
+        build_agentic(retriever).run(request(QUESTION, deadline=Deadline.after(0.5)))
     )
 
     check_events(events)
@@ -99,13 +99,13 @@ async def test_a_call_that_runs_out_of_time_goes_pending_executing_timeout(
 
 
 async def test_a_call_the_store_fails_goes_pending_executing_error(
-    fake_openai: FakeOpenAI, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     class BrokenStore(FakeRetriever):
         async def search(self, query: str, **kwargs: object) -> list:  # type: ignore[type-arg]
             raise StoreUnavailable("qdrant is down")
 
-    events = await collect(build_agent(BrokenStore()).run(request(QUESTION)))
+    events = await collect(build_agentic(BrokenStore()).run(request(QUESTION)))
 
     failed(events, StoreUnavailable)
     (cycle,) = lifecycles(events).values()
@@ -113,7 +113,7 @@ async def test_a_call_the_store_fails_goes_pending_executing_error(
 
 
 async def test_calls_still_pending_when_a_sibling_fails_are_ended_too(
-    fake_openai: FakeOpenAI, build_agent: AgentFactory
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     """One of a turn's calls breaks the run: every call of the turn still gets an end."""
 
@@ -134,7 +134,7 @@ async def test_calls_still_pending_when_a_sibling_fails_are_ended_too(
         )
     )
 
-    events = await collect(build_agent(retriever).run(request(QUESTION)))
+    events = await collect(build_agentic(retriever).run(request(QUESTION)))
 
     failed(events, StoreUnavailable)
     cycles = lifecycles(events)

@@ -39,22 +39,24 @@ from service.agent.budget import answer_room, tools_tokens
 from service.agent.prompts import assistant_tool_calls
 from service.agent.run import Run, Turn
 from service.agent.tool_turns import tool_turn
-from service.agent.tools import RETRIEVAL_TOOL, TOOL_NAME
+from service.agent.tools import RETRIEVAL_TOOL, TOOL_NAME, ParsedCall, parse_call
 from service.agent.turns import ModelTurns
+from service.domain import ToolCallRecord
 
 _TOOLS = [RETRIEVAL_TOOL]
 
 
 @dataclass(slots=True)
 class ToolBudget:
-    """What the results of the latest turn's calls may take of the window, between them."""
+    """The latest turn's calls: what their results may take of the window, between them,
+    and the calls themselves."""
 
     allowance: int = 0
     calls: int = 1
-    # Calls of tools the agent does not have, by call id, with the name the model wrote:
-    # handed to the one tool as such, so that they end as ERROR results the model reads
-    # (the SDK itself would end the whole run on an unknown tool name).
-    renamed: dict[str, str] = field(default_factory=dict)
+    # The turn's calls, recorded PENDING by call id with their arguments as read, for the
+    # tool to start. A call of a tool the agent does not have reaches the one tool too (the
+    # SDK would end the whole run on an unknown name) and ends as an ERROR the model reads.
+    asked: dict[str, tuple[ToolCallRecord, ParsedCall]] = field(default_factory=dict)
 
     def share(self) -> int:
         return max(0, self.allowance) // max(1, self.calls)
@@ -165,6 +167,11 @@ class RunModel(Model):
         self.model_name = turn.model
         if turn.tool_calls:
             self._plan_results(messages, turn)
+            # Every call of the turn is pending before the SDK starts the first.
+            for call in turn.tool_calls:
+                parsed = parse_call(call.name, call.arguments)
+                record = await self._run.ask_call(call.id, call.name, parsed.recorded)
+                self.budget.asked[call.id] = (record, parsed)
         used = self._turns.usage
         usage = SdkUsage(
             requests=1,
@@ -198,15 +205,11 @@ class RunModel(Model):
                 )
             )
         for call in turn.tool_calls:
-            name = call.name
-            if name != TOOL_NAME:
-                self.budget.renamed[call.id] = name
-                name = TOOL_NAME
             output.append(
                 ResponseFunctionToolCall(
                     id=FAKE_RESPONSES_ID,
                     call_id=call.id,
-                    name=name,
+                    name=TOOL_NAME,  # see ToolBudget.asked
                     arguments=call.arguments,
                     type="function_call",
                     status="completed",

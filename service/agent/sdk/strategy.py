@@ -142,12 +142,17 @@ class AgentsSdkStrategy:
 def retrieval_tool(run: Run, model: ChatModel, budget: ToolBudget) -> FunctionTool:
     """qdrant_retrieval as an SDK function tool: the schema the agentic strategy offers,
     the arguments read by :func:`parse_call` (a bad call is an ERROR record and a result
-    the model reads, never an exception), the search and its events the run's."""
+    the model reads, never an exception), the search and its events the run's. The call
+    was recorded PENDING when the model's turn ended (:class:`RunModel`); it starts here."""
 
     async def invoke(context: ToolContext[Any], raw_arguments: str) -> str:
-        name = budget.renamed.pop(context.tool_call_id, TOOL_NAME)
-        parsed = parse_call(name, raw_arguments)
-        record = await run.start_call(context.tool_call_id, name, parsed.recorded)
+        asked = budget.asked.pop(context.tool_call_id, None)
+        if asked is None:  # not one of the turn's calls as the model wrote them
+            parsed = parse_call(TOOL_NAME, raw_arguments)
+            record = await run.ask_call(context.tool_call_id, TOOL_NAME, parsed.recorded)
+        else:
+            record, parsed = asked
+        await run.begin_call(record)
         if parsed.arguments is None:
             await run.end_call(record, ToolCallStatus.ERROR, error=parsed.error)
             return format_error(parsed.error)
