@@ -348,8 +348,8 @@ class AgentServer:
             # its turn before grpc cancels its call.
             left = min(_FINAL_MESSAGE_S, grace / 2)
             done, _ = await asyncio.wait({stopping}, timeout=grace - left)
-            if not done:
-                log.info("stopping runs still in progress", runs=agent.stop_runs())
+            if not done and (stopped := agent.stop_runs()):
+                log.info("stopped runs still in progress", runs=stopped)
         await stopping
         await self.security.stop()
         await self.observability.stop()

@@ -180,9 +180,10 @@ class Agent:
         except asyncio.CancelledError:
             if not run.stopped:
                 raise  # the consumer went away: nobody to tell
+            # Stopped by the server: handled, the run ends with a final message.
             current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()  # handled: the run ends, with a final message
+            if current is not None and current.uncancel() > 0:
+                raise  # the consumer went away as well: nobody to tell
             stop = ShuttingDown("the server is shutting down; ask again (another replica)")
             return await self._ended(run, ResponseStatus.CANCELLED, "cancelled", stop)
         except DeadlineExceeded as exc:

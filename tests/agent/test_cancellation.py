@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from service.agent import Agent, AnswerDelta, ToolCallCompleted
+from service.agent import Agent, AgentEvent, AnswerDelta, ToolCallCompleted
 from service.domain import Deadline, ResponseStatus, ToolCallStatus
-from service.errors import DeadlineExceeded
+from service.errors import DeadlineExceeded, ShuttingDown
 from tests.agent.conftest import AgentFactory
 from tests.agent.support import (
     SERVER_CALL_ID,
@@ -229,3 +229,30 @@ async def test_a_store_timing_out_on_its_own_is_an_error_not_a_timeout(
 
     events = await collect(agent.run(request(QUESTION, deadline=Deadline.after(30))))
     assert "QDRANT_TIMEOUT" in str(failed(events, DeadlineExceeded))
+
+
+async def test_a_run_the_server_stops_ends_cancelled_with_its_answer_so_far(
+    fake_openai: FakeOpenAI, retriever: FakeRetriever, build_agent: AgentFactory
+) -> None:
+    """Agent.stop_runs (server shutdown): the run ends with Completed, status CANCELLED,
+    the text so far and ShuttingDown (reported after it); nothing is left running."""
+    fake_openai.script_chat(ChatReply.text("word " * 50, pieces=50, delta_interval=0.1))
+    agent = build_agent(retriever, agent_strategy="retrieve_first")
+    events: list[AgentEvent] = []
+    stopped = 0
+    async for event in agent.run(request(QUESTION)):
+        events.append(event)
+        if isinstance(event, AnswerDelta) and not stopped:
+            stopped = agent.stop_runs()
+
+    assert stopped == 1
+
+    check_events(events)
+    final = completed(events)
+    assert final.result.status is ResponseStatus.CANCELLED
+    assert final.result.finish_reason == "cancelled"
+    assert isinstance(final.error, ShuttingDown)
+    assert final.result.answer == answer_text(events)
+    assert 0 < len(final.result.answer) < len("word " * 50)
+    assert agent.stop_runs() == 0
+    assert (await fake_openai.wait_client_closed(within=5)).client_closed
