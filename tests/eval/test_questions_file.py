@@ -71,7 +71,9 @@ def test_expected_paths_exist(questions: list[EvalQuestion], shared_corpus: Path
 def test_the_held_out_set_is_well_formed_and_points_at_real_pages(shared_corpus: Path) -> None:
     held_out = load_questions(HELD_OUT)
     assert len(held_out) >= 20
-    assert sum(not q.answerable for q in held_out) >= 4
+    # At least 20 unanswerable: with fewer, one miss already takes rejection below 95%, so
+    # the target could not even be measured.
+    assert sum(not q.answerable for q in held_out) >= 20
     test_unanswerable_questions_have_no_keywords(held_out)
     test_keywords_are_short(held_out)
     test_paths_are_relative_markdown_paths(held_out)
