@@ -246,11 +246,19 @@ class Settings(BaseSettings):
         256, ge=16, le=8192, description="Token limit of one embedded text (longer is cut)."
     )
     embedding_batch_size: int = Field(
-        1,
+        64,
         ge=1,
         le=1024,
-        description="Texts per model call of the local embedder; on CPU one at a time is "
-        "fastest (no padding), on a GPU larger batches pay.",
+        description="Most texts per model call (local embedder) or per request (OpenAI-"
+        "compatible endpoint).",
+    )
+    embedding_batch_tokens: int = Field(
+        256,
+        ge=1,
+        le=65536,
+        description="Most padded tokens per model call of the local embedder: short texts "
+        "(the extractive strategy's sentences) share a call, chunks go one or two at a time, "
+        "which on CPU was measured fastest for them.",
     )
     embedding_threads: int | None = Field(
         1,
@@ -365,6 +373,14 @@ class Settings(BaseSettings):
     )
     extractive_sentences: int = Field(
         4, ge=1, le=20, description="Sentences the extractive strategy quotes."
+    )
+    extractive_candidates: int = Field(
+        24,
+        ge=1,
+        le=300,
+        description="Pieces the extractive strategy embeds per question, the best by word "
+        "overlap and chunk score: more can find better sentences, each costs model time "
+        "before the first delta.",
     )
 
     # --- sessions ----------------------------------------------------------------------

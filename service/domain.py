@@ -6,7 +6,7 @@ The API layer converts these to and from protobuf; nothing below it sees a proto
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -44,6 +44,9 @@ class Chunk:
     document_hash: str = ""
     chunk_count: int = 0
     created_at: str = ""
+    # The vectors of its quotable pieces (service.retrieval.piece_vectors), for the
+    # extractive strategy; "" when the embedder gave none. Not part of what it says.
+    piece_vectors: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,8 @@ class GeneratedAnswer:
     no_answer: bool = False
     # The call failed ("DEADLINE_EXCEEDED: ..."): scored as a failure, never skipped.
     error: str = ""
+    # The strategy the server reports it ran ("extractive", "retrieve_first", "agentic").
+    strategy: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,18 @@ class QuestionResult:
     missing_keywords: tuple[str, ...] = ()
     no_answer: bool | None = None
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerScores:
+    """How one strategy's answers fared; rates as in :class:`EvaluationReport`."""
+
+    strategy: str
+    keyword_accuracy: float | None
+    keyword_coverage: float | None
+    no_answer_accuracy: float | None
+    false_no_answer_rate: float | None
+    failed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +102,21 @@ class EvaluationReport:
     results: tuple[QuestionResult, ...]
     # Questions whose call failed; each is scored as a failure (no keywords, no NO_ANSWER).
     failed: int = 0
+    # The mean share of its expected keywords an answer holds (NO_ANSWER or failed: none).
+    keyword_coverage: float | None = None
+    # The answers of each strategy asked (the first is the one ``results`` shows).
+    strategies: tuple[AnswerScores, ...] = ()
+
+    def answer_scores(self, strategy: str) -> AnswerScores:
+        """This report's answer rates, under the name of the strategy that gave them."""
+        return AnswerScores(
+            strategy,
+            self.keyword_accuracy,
+            self.keyword_coverage,
+            self.no_answer_accuracy,
+            self.false_no_answer_rate,
+            self.failed,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,10 +129,21 @@ class EvaluationReport:
             ("MRR", _fmt(self.mrr)),
             (f"rejected (< {self.threshold:g})", _fmt(self.rejection_rate)),
             ("answer keywords", _fmt(self.keyword_accuracy)),
+            ("answer keyword coverage", _fmt(self.keyword_coverage)),
             ("NO_ANSWER when unanswerable", _fmt(self.no_answer_accuracy)),
             ("NO_ANSWER when answerable", _fmt(self.false_no_answer_rate)),
             ("failed calls (scored as failures)", str(self.failed)),
         ]
+        for scores in self.strategies:
+            rows.append(
+                (
+                    f"  {scores.strategy}",
+                    f"keywords {_fmt(scores.keyword_accuracy)}, coverage "
+                    f"{_fmt(scores.keyword_coverage)}, NO_ANSWER when unanswerable "
+                    f"{_fmt(scores.no_answer_accuracy)} / answerable "
+                    f"{_fmt(scores.false_no_answer_rate)}, failed {scores.failed}",
+                )
+            )
         width = max(len(name) for name, _ in rows)
         lines = [f"{name:<{width}}  {value}" for name, value in rows]
         header = ("id", "kind", "rank", "hit", "returned", "answer")
@@ -214,6 +254,7 @@ def evaluate(
         _score(q, retrieved.get(q.id, ()), k, threshold, (answers or {}).get(q.id))
         for q in questions
     ]
+    by_id = {q.id: q for q in questions}
     answerable = [r for r in results if r.answerable]
     unanswerable = [r for r in results if not r.answerable]
     answered = [r for r in answerable if r.no_answer is not None]
@@ -235,7 +276,15 @@ def evaluate(
         false_no_answer_rate=_mean([bool(r.no_answer) for r in answered]),
         results=tuple(results),
         failed=sum(1 for r in results if r.error),
+        keyword_coverage=_mean([_coverage(r, by_id[r.id]) for r in answered]),
     )
+
+
+def _coverage(result: QuestionResult, question: EvalQuestion) -> float:
+    if result.no_answer or result.error:
+        return 0.0
+    found = len(question.answer_keywords) - len(result.missing_keywords)
+    return found / len(question.answer_keywords)
 
 
 def _score(

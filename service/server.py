@@ -79,6 +79,7 @@ def build_local_embedder(settings: Settings, executor: Blocking = INLINE) -> Emb
         max_tokens=settings.embedding_max_tokens,
         threads=settings.embedding_threads,
         batch_size=settings.embedding_batch_size,
+        batch_tokens=settings.embedding_batch_tokens,
         executor=executor,
     )
 

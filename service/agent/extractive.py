@@ -1,11 +1,15 @@
 """The extractive strategy: no language model; the answer quotes the most relevant pieces.
 
-The pieces (prose sentences, list items, table rows) of every retrieved chunk are embedded
-with the same embedder as the corpus and ranked by cosine similarity to the question plus
-their lexical overlap with its content words, rare words weighing most; near-duplicates of
-pieces already chosen are skipped. A chosen lead-in ending with ':' brings along what it
-introduces. The chosen are quoted in document order, each paragraph citing its source.
-Deterministic: the same sources give the same answer.
+The pieces (prose sentences, list items, table rows) of the retrieved chunks are ranked by
+cosine similarity to the question plus their lexical overlap with its content words (rare
+words weighing most); near-duplicates of pieces already chosen are skipped. Their vectors
+were pooled from their chunk's model pass at ingest (``service.retrieval.piece_vectors``),
+so that answering costs no model call but the question's own, which the embedder still
+holds from the search. Chunks stored without them (ingested before, or by an embedder that
+cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
+lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
+lead-in ending with ':' brings along what it introduces. The chosen are quoted in document
+order, each paragraph citing its source. Deterministic: the same sources give the same answer.
 """
 
 from __future__ import annotations
@@ -19,12 +23,18 @@ import numpy.typing as npt
 
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
+from service.agent.sentence_vectors import SentenceVectors
 from service.agent.sentences import Piece, lexical_overlap, split_pieces
 from service.domain import ResponseStatus, Source
 from service.errors import DeadlineExceeded
-from service.retrieval.base import Embedder, query_vector
+from service.retrieval import piece_vectors
 
 MAX_CANDIDATES = 300
+# Pieces embedded per question (RAGAGENT_EXTRACTIVE_CANDIDATES): the time to the first delta
+# grows with them (one batched model call), the answer's quality too; chosen by measurement.
+EMBEDDED_CANDIDATES = 24
+# How much a piece's chunk score adds to its lexical overlap in the cheap pre-ranking.
+CHUNK_SCORE_WEIGHT = 0.5
 # A sentence this similar to one already chosen says nothing new.
 NEAR_DUPLICATE = 0.9
 # Sentences far less relevant than the best one are filler, however few were found.
@@ -45,15 +55,22 @@ class _Candidate:
     source: Source
     position: int
     piece: Piece
+    count: int = 0  # pieces in its chunk: the rows of the chunk's stored piece vectors
 
     @property
     def text(self) -> str:
         return self.piece.text
 
 
-async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Outcome:
+async def run_extractive(
+    run: Run,
+    vectors: SentenceVectors,
+    *,
+    sentences: int,
+    embedded: int = EMBEDDED_CANDIDATES,
+) -> Outcome:
     request = run.request
-    run.model_name = embedder.model_name
+    run.model_name = vectors.model_name
     query = retrieval_query(request.query, request.history)
     sources = await run.retrieve(query, request.max_results)  # a tool call of its own
     pieces = {_key(source): split_pieces(source.hit.chunk.text) for source in sources}
@@ -62,18 +79,32 @@ async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Out
     )
     if not candidates:
         return await run.no_answer()
+    lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
+    # Vectors stored at ingest where the chunk has them; of the others, only the best few
+    # by the cheap pre-ranking are embedded now (chunks ingested before piece vectors).
+    stored = [_stored_row(c, vectors.dimension) for c in candidates]
+    unstored = [i for i, row in enumerate(stored) if row is None]
+    worth = {
+        unstored[i] for i in prerank([candidates[i] for i in unstored], lexical[unstored], embedded)
+    }
+    kept = [i for i, row in enumerate(stored) if row is not None or i in worth]
+    candidates, lexical, rows = (
+        [candidates[i] for i in kept],
+        lexical[kept],
+        [stored[i] for i in kept],
+    )
+    missing = [c.text for c, row in zip(candidates, rows, strict=True) if row is None]
     run.phase = "tool"
     try:
         async with asyncio.timeout(run.deadline.remaining()):
-            # Embedded once per run: the search just did it, with the store's embedder.
-            question = await query_vector(embedder, query, run.searcher.vectors, run.deadline)
-            vectors = await embedder.embed_documents(
-                [c.text for c in candidates], deadline=run.deadline
-            )
+            # The question's vector is the one the search has just made (one per run).
+            question = await vectors.question(query, run.searcher.vectors, run.deadline)
+            fresh = await vectors.pieces(missing, run.deadline)
     except TimeoutError:
         raise DeadlineExceeded("the deadline ran out while ranking sentences") from None
-    lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
-    chosen = choose(np.asarray(question), np.asarray(vectors), sentences, bonus=lexical)
+    new = iter(fresh)
+    matrix = np.vstack([row if row is not None else next(new) for row in rows])
+    chosen = choose(question, matrix, sentences, bonus=lexical)
     picked = _with_continuations([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
@@ -87,7 +118,32 @@ async def run_extractive(run: Run, embedder: Embedder, *, sentences: int) -> Out
         else:
             await run.write(" ")
     await run.end_answer()
-    return Outcome(ResponseStatus.SUCCESS, "extractive", embedder.model_name)
+    return Outcome(ResponseStatus.SUCCESS, "extractive", vectors.model_name)
+
+
+def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
+    chunk = candidate.source.hit.chunk
+    stored = piece_vectors.decode(chunk.piece_vectors, candidate.count, dimension)
+    if stored is None or not stored[candidate.position].any():
+        return None
+    row: npt.NDArray[np.float32] = stored[candidate.position]
+    return row
+
+
+def prerank(
+    candidates: list[_Candidate], lexical: npt.NDArray[np.floating], count: int
+) -> list[int]:
+    """Indexes of the ``count`` candidates worth embedding, in their original order: the
+    highest lexical overlap plus ``CHUNK_SCORE_WEIGHT`` times their chunk's score (so that,
+    among pieces sharing no word with the question, those of the best chunks come first)."""
+    if len(candidates) <= count:
+        return list(range(len(candidates)))
+    scores = [
+        float(lexical[i]) + CHUNK_SCORE_WEIGHT * c.source.hit.score
+        for i, c in enumerate(candidates)
+    ]
+    best = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))[:count]
+    return sorted(best)
 
 
 def choose(
@@ -170,7 +226,7 @@ def _candidates(
             ):
                 continue  # a lead-in to what this chunk does not hold
             seen.add(piece.text)
-            found.append(_Candidate(source, position, piece))
+            found.append(_Candidate(source, position, piece, len(own)))
             if len(found) == MAX_CANDIDATES:
                 return found
     return found

@@ -35,6 +35,7 @@ from service.agent.relay import ENDED, Relay, Signal
 from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
 from service.agent.sdk import load_agents_sdk
+from service.agent.sentence_vectors import SentenceVectors
 from service.config import Settings
 from service.domain import AnswerMode, Deadline, ResponseStatus, ToolCallStatus
 from service.errors import (
@@ -84,7 +85,8 @@ class Agent:
             raise ConfigurationError("the extractive strategy needs an embedder")
         self._retriever = retriever
         self._model = model
-        self._embedder = embedder
+        # One per agent: the vectors of pieces it has ranked are remembered across runs.
+        self._sentence_vectors = SentenceVectors(embedder) if embedder is not None else None
         self._threshold = settings.confidence_threshold
         self._temperature = settings.llm_temperature
         self._max_tool_rounds = settings.max_tool_rounds
@@ -99,6 +101,7 @@ class Agent:
         self._opening = system_prompt
         # Runs in progress, for stop_runs(); each removes itself when it ends.
         self._active: set[tuple[Run, asyncio.Task[None]]] = set()
+        self._candidates = settings.extractive_candidates
 
     @property
     def strategy(self) -> StrategyName:
@@ -216,8 +219,10 @@ class Agent:
         if temperature is None:
             temperature = self._temperature
         if self._strategy == "extractive":
-            assert self._embedder is not None  # checked in __init__
-            return await run_extractive(run, self._embedder, sentences=self._sentences)
+            assert self._sentence_vectors is not None  # checked in __init__
+            return await run_extractive(
+                run, self._sentence_vectors, sentences=self._sentences, embedded=self._candidates
+            )
         assert self._model is not None  # checked in __init__
         model = self._model.configured(model=run.request.model, max_tokens=run.request.max_tokens)
         if self._strategy == "retrieve_first":

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,6 +26,7 @@ from service.commands.channel import add_connection_flags, connection, in_proces
 from service.commands.flags import Flag, settings_with_flags
 from service.commands.ingest import RuntimeOpener, rpc_error_lines
 from service.config import Settings
+from service.errors import ConfigurationError
 from service.evaluation import (
     EvalQuestion,
     EvaluationReport,
@@ -38,6 +40,17 @@ from service.observability.logging import configure_logging
 
 MAX_RETRIEVE_RESULTS = 20  # RetrieveRequest.max_results
 MAX_ASK_RESULTS = 10  # QuestionRequest.max_results
+STRATEGIES = ("extractive", "retrieve_first", "agentic")
+
+
+def _strategy_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"not a strategy: {', '.join(unknown) or text!r} (one of {', '.join(STRATEGIES)})"
+        )
+    return list(dict.fromkeys(names))
 
 
 def _bounded(kind: type[int] | type[float], low: float, high: float) -> Any:
@@ -73,6 +86,13 @@ def register(commands: Any) -> None:
         "--threshold", type=unit, help="minimum score (default: RAGAGENT_CONFIDENCE_THRESHOLD)"
     )
     parser.add_argument("--answers", action="store_true", help="also ask each question")
+    parser.add_argument(
+        "--strategies",
+        type=_strategy_list,
+        help="ask each question once per strategy (comma-separated: "
+        f"{', '.join(STRATEGIES)}) and report each one's answers; implies --answers; "
+        "in-process only (a running server answers with its own strategy)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object, no table")
     parser.add_argument("--min-recall", type=unit, help="exit 1 when recall@k is lower")
     parser.add_argument("--min-mrr", type=unit, help="exit 1 when MRR is lower")
@@ -116,21 +136,55 @@ async def eval_command(
         print(f"ragagent: {args.questions}: no questions", file=err)
         return 2
     threshold = settings.confidence_threshold if args.threshold is None else args.threshold
+    strategies: list[str] = args.strategies or []
+    if strategies and args.address:
+        print(
+            "ragagent: --strategies needs the server in this process (without --address): "
+            "a running server answers with its own strategy",
+            file=err,
+        )
+        return 2
+    runs = [settings.model_copy(update={"agent_strategy": s}) for s in strategies] or [settings]
+    answers_by: dict[str, dict[str, GeneratedAnswer]] = {}
+    retrieved: dict[str, list[RetrievedDocument]] = {}
     try:
-        async with _agent_channel(args, settings, open_runtime) as channel:
-            retrieved, answers = await ask_questions(
-                agent_pb2_grpc.AgentServiceStub(channel),
-                questions,
-                k=args.k,
-                threshold=threshold,
-                with_answers=args.answers,
-                concurrency=args.concurrency,
-                timeout=args.timeout,
-            )
+        for index, run_settings in enumerate(runs):
+            async with _agent_channel(args, run_settings, open_runtime) as channel:
+                stub = agent_pb2_grpc.AgentServiceStub(channel)
+                options = {"concurrency": args.concurrency, "timeout": args.timeout}
+                if index == 0:  # retrieval does not depend on the strategy: scored once
+                    retrieved, answers = await ask_questions(
+                        stub,
+                        questions,
+                        k=args.k,
+                        threshold=threshold,
+                        with_answers=args.answers or bool(strategies),
+                        **options,
+                    )
+                else:
+                    answers = await answer_questions(
+                        stub, questions, k=args.k, threshold=threshold, **options
+                    )
+            if answers is not None:
+                label = strategies[index] if strategies else _reported_strategy(answers)
+                answers_by[label] = answers
     except grpc.aio.AioRpcError as error:
         print("\n".join(rpc_error_lines(error)), file=err)
         return 1
-    report = evaluate(questions, retrieved, k=args.k, threshold=threshold, answers=answers)
+    except ConfigurationError as error:
+        print(f"ragagent: {error}", file=err)
+        return 2
+    first = next(iter(answers_by.values()), None)
+    report = evaluate(questions, retrieved, k=args.k, threshold=threshold, answers=first)
+    report = replace(
+        report,
+        strategies=tuple(
+            evaluate(questions, retrieved, k=args.k, threshold=threshold, answers=a).answer_scores(
+                label
+            )
+            for label, a in answers_by.items()
+        ),
+    )
     misses = missed_targets(
         report, recall=args.min_recall, mrr=args.min_mrr, rejection=args.min_rejection
     )
@@ -195,26 +249,7 @@ async def ask_questions(
                 RetrievedDocument(s.document_id, s.score) for s in found.sources
             ]
             if with_answers:
-                answers[question.id] = await _answer(question)
-
-    async def _answer(question: EvalQuestion) -> GeneratedAnswer:
-        try:
-            reply = await stub.Ask(
-                agent_pb2.QuestionRequest(
-                    query=question.question,
-                    max_results=min(k, MAX_ASK_RESULTS),
-                    confidence_threshold=threshold,
-                ),
-                timeout=timeout,
-            )
-        except grpc.aio.AioRpcError as error:
-            # One slow or failing answer is a scored failure, not the end of the run: the
-            # report is what a run with a real model is for.
-            code = error.code().name if error.code() is not None else "UNKNOWN"
-            return GeneratedAnswer("", error=f"{code}: {error.details() or ''}"[:300])
-        return GeneratedAnswer(
-            reply.answer, no_answer=reply.status == agent_pb2.RESPONSE_STATUS_NO_ANSWER
-        )
+                answers[question.id] = await _answer(stub, question, k, threshold, timeout)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -224,6 +259,63 @@ async def ask_questions(
         # The first failure is the one to report; the others are usually the same one.
         raise failed.exceptions[0] from None
     return retrieved, (answers if with_answers else None)
+
+
+async def answer_questions(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    questions: Sequence[EvalQuestion],
+    *,
+    k: int,
+    threshold: float,
+    concurrency: int = 4,
+    timeout: float | None = None,  # noqa: ASYNC109 (per call, passed to gRPC as its deadline)
+) -> dict[str, GeneratedAnswer]:
+    """Each question's answer through Ask, ``concurrency`` questions at a time."""
+    gate = asyncio.Semaphore(concurrency)
+    answers: dict[str, GeneratedAnswer] = {}
+
+    async def one(question: EvalQuestion) -> None:
+        async with gate:
+            answers[question.id] = await _answer(stub, question, k, threshold, timeout)
+
+    async with asyncio.TaskGroup() as group:  # _answer raises nothing: failures are scored
+        for question in questions:
+            group.create_task(one(question))
+    return answers
+
+
+async def _answer(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    question: EvalQuestion,
+    k: int,
+    threshold: float,
+    timeout: float | None,  # noqa: ASYNC109 (per call, passed to gRPC as its deadline)
+) -> GeneratedAnswer:
+    try:
+        reply = await stub.Ask(
+            agent_pb2.QuestionRequest(
+                query=question.question,
+                max_results=min(k, MAX_ASK_RESULTS),
+                confidence_threshold=threshold,
+            ),
+            timeout=timeout,
+        )
+    except grpc.aio.AioRpcError as error:
+        # One slow or failing answer is a scored failure, not the end of the run: the
+        # report is what a run with a real model is for.
+        code = error.code().name if error.code() is not None else "UNKNOWN"
+        return GeneratedAnswer("", error=f"{code}: {error.details() or ''}"[:300])
+    return GeneratedAnswer(
+        reply.answer,
+        no_answer=reply.status == agent_pb2.RESPONSE_STATUS_NO_ANSWER,
+        strategy=reply.strategy,
+    )
+
+
+def _reported_strategy(answers: dict[str, GeneratedAnswer]) -> str:
+    """What the server says it ran ("agentic+retrieve_first" when a fallback mixed them)."""
+    names = sorted({a.strategy for a in answers.values() if a.strategy})
+    return "+".join(names) or "server"
 
 
 def missed_targets(

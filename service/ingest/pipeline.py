@@ -18,11 +18,12 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from service.agent.sentences import split_pieces
 from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
@@ -30,7 +31,9 @@ from service.ingest.chunker import Chunker
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
 from service.ingest.urls import page_url, placement
-from service.retrieval.base import DocumentWrites, Embedder
+from service.retrieval import piece_vectors
+from service.retrieval.base import DocumentWrites, Embedder, embed_chunks
+from service.retrieval.piece_vectors import Span
 
 # Fixed forever: changing it would give every chunk a new id.
 CHUNK_NAMESPACE = uuid.UUID("5b0f6d1e-2c53-4c71-9d0e-6a8f3f1c2b7a")
@@ -101,6 +104,10 @@ class PreparedDocument:
     chunks: tuple[Chunk, ...]
     embed_texts: tuple[str, ...]
     warnings: tuple[str, ...]
+    # Where each chunk's quotable pieces lie in its text, and how far into its embed text
+    # that text starts: the piece vectors are pooled from the chunk's model pass.
+    piece_spans: tuple[tuple[Span | None, ...], ...] = ()
+    shifts: tuple[int, ...] = ()
 
 
 Progress = Callable[[IngestEvent], None]
@@ -138,7 +145,7 @@ class Ingestor:
         """Everything besides the text that shapes a document's chunks and vectors."""
         return (
             f"parser-{PARSER_VERSION}|{self._chunker.version}"
-            f"|{self._embedder.model_name}/{self._embedder.dimension}"
+            f"|{self._embedder.model_name}/{self._embedder.dimension}|{piece_vectors.FORMAT}"
         )
 
     def document_hash(self, document: SourceDocument, base_url: str = "") -> str:
@@ -179,6 +186,11 @@ class Ingestor:
             chunks,
             tuple(piece.embed_text for piece in pieces),
             tuple(f"{doc_id}: {w}" if not w.startswith(doc_id) else w for w in parsed.warnings),
+            piece_spans=tuple(
+                tuple(piece_vectors.locate(c.text, [p.text for p in split_pieces(c.text)]))
+                for c in chunks
+            ),
+            shifts=tuple(len(p.embed_text) - len(p.text) for p in pieces),
         )
 
     async def ingest(
@@ -257,12 +269,16 @@ class Ingestor:
         """Embeds the pending documents together, then writes each one whole."""
         if not pending:
             return
-        vectors = await self._embed(tuple(t for p in pending for t in p.embed_texts), deadline)
+        vectors, pieces = await self._embed(pending, deadline)
         offset = 0
         for prepared in pending:
             own = vectors[offset : offset + len(prepared.chunks)]
+            chunks = tuple(
+                replace(chunk, piece_vectors=encoded)
+                for chunk, encoded in zip(prepared.chunks, pieces[offset:], strict=False)
+            )
             offset += len(prepared.chunks)
-            report(await self._write(prepared, own, known, deadline))
+            report(await self._write(replace(prepared, chunks=chunks), own, known, deadline))
         pending.clear()
 
     async def _write(
@@ -282,14 +298,28 @@ class Ingestor:
         status = DocumentStatus.UPDATED if doc_id in known else DocumentStatus.ADDED
         return IngestEvent(doc_id, status, len(prepared.chunks), removed, prepared.warnings)
 
-    async def _embed(self, texts: tuple[str, ...], deadline: Deadline | None) -> list[list[float]]:
+    async def _embed(
+        self, pending: list[PreparedDocument], deadline: Deadline | None
+    ) -> tuple[list[list[float]], list[str]]:
+        texts = [t for p in pending for t in p.embed_texts]
+        spans = [s for p in pending for s in p.piece_spans]
+        shifts = [s for p in pending for s in p.shifts]
         vectors: list[list[float]] = []
+        pieces: list[str] = []
         for start in range(0, len(texts), self._batch_size):
-            batch = texts[start : start + self._batch_size]
-            vectors.extend(await self._embedder.embed_documents(batch, deadline=deadline))
+            end = start + self._batch_size
+            got, encoded = await embed_chunks(
+                self._embedder,
+                texts[start:end],
+                spans[start:end],
+                shifts[start:end],
+                deadline=deadline,
+            )
+            vectors.extend(got)
+            pieces.extend(encoded)
         if len(vectors) != len(texts):
             raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)}")
-        return vectors
+        return vectors, pieces
 
     async def _stored_ids(self, deadline: Deadline | None) -> list[str]:
         # Listed rather than taken from document_hashes(), which leaves out documents a

@@ -18,7 +18,7 @@ from service.api.agent import TurnHandleLike, Turns
 from service.domain import Chunk, Deadline, DocumentSummary, RunResult, ScoredChunk, SearchFilters
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
-from service.retrieval.base import DocumentWrites, Embedder, QueryVectors, Retriever
+from service.retrieval.base import DocumentWrites, Embedder, QueryVectors, Retriever, embed_chunks
 
 
 class ObservedEmbedder:
@@ -59,6 +59,21 @@ class ObservedEmbedder:
             started = time.perf_counter()
             try:
                 return await self.inner.embed_query(text, deadline=deadline)
+            finally:
+                self._metrics.embedding.observe(time.perf_counter() - started)
+
+    async def embed_with_pieces(
+        self,
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int] | None]],
+        shifts: Sequence[int],
+        *,
+        deadline: Deadline | None = None,
+    ) -> tuple[list[list[float]], list[str]]:
+        with self._span(len(texts)):
+            started = time.perf_counter()
+            try:
+                return await embed_chunks(self.inner, texts, spans, shifts, deadline=deadline)
             finally:
                 self._metrics.embedding.observe(time.perf_counter() - started)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 
@@ -65,6 +65,36 @@ async def query_vector(
     if vectors is None:
         return await embedder.embed_query(query, deadline=deadline)
     return await vectors.vector(query, lambda: embedder.embed_query(query, deadline=deadline))
+
+
+@runtime_checkable
+class PieceEmbedder(Protocol):
+    """An embedder that also gives the vectors of the quotable pieces of each text, from the
+    same model pass (see ``service.retrieval.piece_vectors``)."""
+
+    async def embed_with_pieces(
+        self,
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int] | None]],
+        shifts: Sequence[int],
+        *,
+        deadline: Deadline | None = None,
+    ) -> tuple[list[list[float]], list[str]]:
+        """The texts' vectors (as ``embed_documents``) and their pieces' encoded vectors."""
+
+
+async def embed_chunks(
+    embedder: Embedder,
+    texts: Sequence[str],
+    spans: Sequence[Sequence[tuple[int, int] | None]],
+    shifts: Sequence[int],
+    *,
+    deadline: Deadline | None = None,
+) -> tuple[list[list[float]], list[str]]:
+    """Vectors and piece vectors where the embedder can give both, else vectors and ""."""
+    if isinstance(embedder, PieceEmbedder):
+        return await embedder.embed_with_pieces(texts, spans, shifts, deadline=deadline)
+    return await embedder.embed_documents(texts, deadline=deadline), [""] * len(texts)
 
 
 class Retriever(Protocol):

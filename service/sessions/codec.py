@@ -28,8 +28,14 @@ _CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
 
 
 def sources_to_json(sources: list[Source]) -> list[dict[str, Any]]:
+    # Piece vectors (kilobytes per chunk) serve the extractive ranking only: a turn's record
+    # keeps what was said and cited.
     return [
-        {"chunk": asdict(s.hit.chunk), "score": s.hit.score, "citation": s.citation}
+        {
+            "chunk": asdict(replace(s.hit.chunk, piece_vectors="")),
+            "score": s.hit.score,
+            "citation": s.citation,
+        }
         for s in sources
     ]
 

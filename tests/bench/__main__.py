@@ -23,6 +23,7 @@ from typing import Any
 
 from service.observability.logging import configure_logging
 from tests.bench import (
+    bench_extractive,
     bench_ingest,
     bench_overhead,
     bench_retrieve,
@@ -38,6 +39,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "soak": lambda args: bench_soak.main(full=args.full),
     "overhead": lambda args: bench_overhead.main(full=args.full, json_path=args.json),
     "strategies": lambda args: bench_strategies.main(),
+    "extractive": lambda args: bench_extractive.main(),
 }
 
 
