@@ -76,4 +76,3 @@ class SentenceVectors:
         self._cache.move_to_end(key)  # the most recently used are kept
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
-

@@ -26,6 +26,7 @@ from service.openai_errors import endpoint_error
 from service.retrieval import piece_vectors
 from service.retrieval.piece_vectors import Span
 
+
 class EmbedderUnavailable(Unavailable):
     """The embedding backend failed."""
 

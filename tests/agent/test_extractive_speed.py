@@ -14,7 +14,7 @@ from service.agent.extractive import EMBEDDED_CANDIDATES, _Candidate, prerank
 from service.agent.sentence_vectors import SentenceVectors
 from service.agent.sentences import Piece
 from service.domain import Deadline, ResponseStatus, ScoredChunk, Source
-from service.retrieval.base import Embedder
+from service.retrieval.base import Embedder, QueryVectors, query_vector
 from service.retrieval.embedders import FastEmbedEmbedder
 from tests.agent.support import FakeRetriever, chunk, collect, completed, make_agent, request
 from tests.helpers import local_embedder
@@ -64,35 +64,46 @@ PIECES = [
 ]
 
 
-async def test_one_call_embeds_the_query_with_the_pieces_and_vectors_are_remembered(
+async def test_pieces_are_embedded_in_one_call_and_remembered(
     counting: CountingEmbedder,
 ) -> None:
     vectors = SentenceVectors(counting)
-    query, matrix = await vectors.query_and_pieces("What is a link?", PIECES)
-    assert counting.calls == [["What is a link?", *PIECES]]
-    direct = np.asarray(await counting.inner.embed_documents(["What is a link?", *PIECES]))
-    np.testing.assert_allclose(query, direct[0], atol=1e-5)
-    np.testing.assert_allclose(matrix, direct[1:], atol=1e-5)
+    matrix = await vectors.pieces(PIECES, None)
+    assert counting.calls == [PIECES]
+    direct = np.asarray(await counting.inner.embed_documents(PIECES))
+    np.testing.assert_allclose(matrix, direct, atol=1e-5)
 
-    again_query, again = await vectors.query_and_pieces("What is a link?", PIECES[::-1])
+    again = await vectors.pieces(PIECES[::-1], None)
     assert len(counting.calls) == 1, "nothing new to embed"
     np.testing.assert_array_equal(again, matrix[::-1])
-    np.testing.assert_array_equal(again_query, query)
 
-    await vectors.query_and_pieces("What is a joint?", [PIECES[0], "A new sentence here."])
-    assert counting.calls[1] == ["What is a joint?", "A new sentence here."]
+    await vectors.pieces([PIECES[0], "A new sentence here."], None)
+    assert counting.calls[1] == ["A new sentence here."]
+    assert (await vectors.pieces([], None)).shape == (0, counting.dimension)
+    assert len(counting.calls) == 2
+
+
+async def test_the_question_vector_is_the_one_the_run_already_has(
+    counting: CountingEmbedder,
+) -> None:
+    vectors = SentenceVectors(counting)
+    run_vectors = QueryVectors()
+    made = await query_vector(counting, "What is a link?", run_vectors, None)
+    asked = await vectors.question("What is a link?", run_vectors, None)
+    assert counting.calls == [["What is a link?"]]
+    np.testing.assert_array_equal(asked, np.asarray(made, dtype=np.float32))
 
 
 async def test_the_least_recently_used_vectors_are_forgotten(counting: CountingEmbedder) -> None:
-    vectors = SentenceVectors(counting, capacity=3)
-    await vectors.query_and_pieces("q1", PIECES[:2])  # q1, p0, p1
-    await vectors.query_and_pieces("q1", PIECES[:1])  # p1 is now the oldest
-    await vectors.query_and_pieces("q1", PIECES[2:])  # p1 goes
-    assert len(vectors) == 3
-    await vectors.query_and_pieces("q1", PIECES[1:2])
+    vectors = SentenceVectors(counting, capacity=2)
+    await vectors.pieces(PIECES[:2], None)  # p0, p1
+    await vectors.pieces(PIECES[:1], None)  # p1 is now the oldest
+    await vectors.pieces(PIECES[2:], None)  # p1 goes
+    assert len(vectors) == 2
+    await vectors.pieces(PIECES[1:2], None)
     assert counting.calls[-1] == [PIECES[1]]
     # More pieces than the cache holds are still all returned.
-    _, matrix = await vectors.query_and_pieces("q2", [*PIECES, "Another one."])
+    matrix = await vectors.pieces([*PIECES, "Another one."], None)
     assert matrix.shape == (4, counting.dimension)
 
 
@@ -151,8 +162,9 @@ async def test_a_run_embeds_a_bounded_number_of_pieces_and_streams_them_one_by_o
     events = await collect(agent.run(request(question)))
     result = completed(events).result
     assert result.status is ResponseStatus.SUCCESS
-    [call] = counting.calls
-    assert len(call) == EMBEDDED_CANDIDATES + 1, "the pre-ranked pieces and the query"
+    question_call, call = counting.calls
+    assert question_call == [question], "the search's, reused to rank the pieces"
+    assert len(call) == EMBEDDED_CANDIDATES, "the pre-ranked pieces, in one call"
     assert "Sentence 7 says that the robot arm moves joint 7 with a motor and a gearbox." in call
     deltas = [e.text for e in events if isinstance(e, AnswerDelta)]
     quoted = [d for d in deltas if d.strip().startswith("Sentence ")]

@@ -181,3 +181,35 @@ def test_out_of_range_options_are_usage_errors(argv: tuple[str, ...]) -> None:
     with pytest.raises(SystemExit) as caught:
         parse("eval", "questions.jsonl", *argv)
     assert caught.value.code == 2
+
+
+async def test_answers_are_scored_per_strategy(indexed: Settings, tmp_path: Path) -> None:
+    questions = _questions(tmp_path / "questions.jsonl")
+    result = await run(indexed, "eval", str(questions), "--strategies", "extractive", "--json")
+    table = await run(indexed, "eval", str(questions), "--strategies", "extractive")
+    assert result.code == 0, result.err
+    report = result.json()
+    [scores] = report["strategies"]
+    assert scores["strategy"] == "extractive"
+    assert scores["keyword_accuracy"] == report["keyword_accuracy"] == 1.0
+    assert scores["keyword_coverage"] == report["keyword_coverage"] == 1.0
+    assert scores["no_answer_accuracy"] == 1.0
+    assert scores["failed"] == 0
+    assert "answer keyword coverage" in table.out
+    assert "  extractive" in table.out
+
+
+async def test_strategies_a_run_cannot_have_are_refused(indexed: Settings, tmp_path: Path) -> None:
+    questions = _questions(tmp_path / "questions.jsonl")
+    no_model = await run(indexed, "eval", str(questions), "--strategies", "retrieve_first")
+    remote = await run(
+        indexed, "eval", str(questions), "--strategies", "extractive", "--address", "127.0.0.1:1"
+    )
+    assert no_model.code == 2
+    assert "model" in no_model.err.lower()
+    assert remote.code == 2
+    assert "--strategies needs the server in this process" in remote.err
+    with pytest.raises(SystemExit):
+        from tests.commands.support import parse
+
+        parse("eval", "questions.jsonl", "--strategies", "oracle")
