@@ -209,7 +209,7 @@ async def test_strategies_a_run_cannot_have_are_refused(indexed: Settings, tmp_p
     assert "model" in no_model.err.lower()
     assert remote.code == 2
     assert "--strategies needs the server in this process" in remote.err
-    with pytest.raises(SystemExit):
-        from tests.commands.support import parse
+    from tests.commands.support import parse
 
+    with pytest.raises(SystemExit):
         parse("eval", "questions.jsonl", "--strategies", "oracle")
