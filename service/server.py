@@ -205,6 +205,9 @@ class Runtime:
             # Made first, so closed last: everything after it may block on it until closed.
             executor = BlockingExecutor(settings.blocking_threads)
             stack.push_async_callback(executor.shutdown)
+            opening = None  # read first: a bad prompt file fails before any model loads
+            if settings.system_prompt_file is not None:
+                opening = await executor.run(read_opening, settings.system_prompt_file)
             if embedder is None:
                 embedder = await build_embedder(settings, stack, executor)
             elif isinstance(embedder, FastEmbedEmbedder):
@@ -217,9 +220,6 @@ class Runtime:
                 llm = build_openai_client(settings, http_client=observe.model_http_client())
                 stack.push_async_callback(llm.close)
                 model = observe.model(OpenAIChatModel.from_settings(llm, settings))
-            opening = None
-            if settings.system_prompt_file is not None:
-                opening = await executor.run(read_opening, settings.system_prompt_file)
             agent = Agent(
                 settings,
                 retriever=observe.retriever(searcher(settings, store)),

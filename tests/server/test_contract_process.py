@@ -12,6 +12,8 @@ import asyncio
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -22,7 +24,7 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.sessions.engine import SQLITE_FILE
 from tests.helpers import local_embedder
-from tests.processes import ingest_documents, model_process, server_process
+from tests.processes import clean_env, ingest_documents, model_process, server_process
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -106,3 +108,23 @@ async def test_metadata_is_not_logged_at_info(tmp_path: Path) -> None:
                 timeout=60,
             )
     assert "secretive" not in server.log()
+
+
+def test_an_unusable_system_prompt_file_stops_serve_with_one_line(tmp_path: Path) -> None:
+    """RAGAGENT_SYSTEM_PROMPT_FILE missing: `ragagent serve` exits 2 with one line naming
+    the setting and the file, before any model is loaded."""
+    missing = tmp_path / "no-such-prompt.txt"
+    env = clean_env(data_dir=str(tmp_path / "data"), system_prompt_file=str(missing))
+    result = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "RAGAGENT_SYSTEM_PROMPT_FILE" in lines[0]
+    assert str(missing) in lines[0]
