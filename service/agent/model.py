@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import httpx
+import httpx2
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -42,7 +43,13 @@ from service.agent.capabilities import (
 from service.agent.model_errors import model_error, retryable, stream_broke
 from service.config import Settings
 from service.domain import Deadline, Usage
-from service.errors import ConfigurationError, DeadlineExceeded, ModelStalled, RagAgentError
+from service.errors import (
+    ConfigurationError,
+    DeadlineExceeded,
+    ModelStalled,
+    ModelUnavailable,
+    RagAgentError,
+)
 
 __all__ = ["ChatModel", "Completion", "OpenAIChatModel", "TextDelta", "ToolCallRequest", "TurnEnd"]
 
@@ -315,7 +322,8 @@ class OpenAIChatModel:
             left = deadline.remaining()
             if left is not None and left <= 0:
                 raise DeadlineExceeded("the deadline ran out before the model was called")
-            timeout = httpx.Timeout(read_s, connect=min(_CONNECT_TIMEOUT_S, self._timeout))
+            connect_s = min(_CONNECT_TIMEOUT_S, self._timeout)
+            timeout = httpx.Timeout(read_s, connect=connect_s)
             try:
                 async with asyncio.timeout(left):
                     return await cast(Any, self._client.chat.completions).create(
@@ -323,23 +331,33 @@ class OpenAIChatModel:
                     )
             except TimeoutError:
                 raise DeadlineExceeded("the deadline ran out while waiting for the model") from None
-            except openai.APITimeoutError:
-                if left is not None and left <= read_s:
-                    raise DeadlineExceeded("the deadline ran out waiting for the model") from None
-                raise ModelStalled(
-                    f"the model sent nothing for {read_s:g} s (RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT); "
-                    "not retried: the server is still busy with the request"
-                ) from None
+            except openai.APITimeoutError as exc:
+                if not isinstance(exc.__cause__, httpx2.ConnectTimeout):  # the SDK's HTTP client
+                    if left is not None and left <= read_s:
+                        ran_out = "the deadline ran out waiting for the model"
+                        raise DeadlineExceeded(ran_out) from None
+                    raise ModelStalled(
+                        f"the model sent nothing for {read_s:g} s "
+                        "(RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT); not retried: the server is still "
+                        "busy with the request"
+                    ) from None
+                # No connection within connect_s: the request was never sent, so the endpoint
+                # is unreachable for now (retried like a refused connection); the deadline,
+                # with time left, is not what ran out (the soak saw this reported as one).
+                failure: Exception = exc
+                error: RagAgentError = ModelUnavailable(
+                    f"the model endpoint accepted no connection in {connect_s:g} s"
+                )
             except (openai.OpenAIError, ValueError) as exc:
-                error = model_error(exc, deadline)
-                if attempt >= self._retries or not retryable(error):
-                    raise error from exc
-                delay = _backoff(error, attempt)
-                left = deadline.remaining()
-                if left is not None and left <= delay:
-                    raise error from exc
-                attempt += 1
-                await asyncio.sleep(delay)
+                failure, error = exc, model_error(exc, deadline)
+            if attempt >= self._retries or not retryable(error):
+                raise error from failure
+            delay = _backoff(error, attempt)
+            left = deadline.remaining()
+            if left is not None and left <= delay:
+                raise error from failure
+            attempt += 1
+            await asyncio.sleep(delay)
 
     async def _next_chunk(
         self,

@@ -1,10 +1,13 @@
 """What real model servers do over HTTP, replayed by the scripted fake: slow first tokens,
 stalls, 500s that are about the request, context overflows, streamed tool calls that come
-back empty (llama-cpp-python)."""
+back empty (llama-cpp-python), a server too busy to accept a connection."""
 
 from __future__ import annotations
 
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 
 import openai
 import pytest
@@ -119,6 +122,38 @@ async def test_a_context_overflow_is_model_context_exceeded(
             await run_turn(model)
     assert caught.value.reason == "MODEL_CONTEXT_EXCEEDED"
     assert "4096" in caught.value.message
+
+
+@contextmanager
+def unaccepting_endpoint() -> Iterator[str]:
+    """The base URL of a server that accepts no connection: its listen backlog is full (a
+    model server whose loop is too busy to accept), so a connect attempt hangs."""
+    with ExitStack() as stack:
+        server = stack.enter_context(socket.socket())
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        for _ in range(4):  # more than the backlog holds: the next SYN goes unanswered
+            filler = stack.enter_context(socket.socket())
+            filler.setblocking(False)
+            # In progress (BlockingIOError): it holds its place in the queue all the same.
+            with suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+async def test_an_endpoint_that_accepts_no_connection_is_unavailable_not_a_deadline() -> None:
+    # The request was never sent and most of the deadline is left: the soak saw this reported
+    # as DEADLINE_EXCEEDED ("the deadline ran out waiting for the model") after 50-60 s of 120.
+    with unaccepting_endpoint() as base_url:
+        client = openai.AsyncOpenAI(api_key="k", base_url=base_url, max_retries=0)
+        model = OpenAIChatModel(
+            client, model="m", max_tokens=64, timeout=0.5, idle_timeout=0.3, first_token_timeout=30
+        )
+        async with client:
+            with pytest.raises(ModelUnavailable) as caught:
+                await run_turn(model)  # a 10 s deadline: far from run out
+    assert caught.value.message == "the model endpoint accepted no connection in 0.5 s"
 
 
 def test_one_mapper_for_the_chat_model_and_the_embedder() -> None:
