@@ -31,14 +31,17 @@ pytestmark = pytest.mark.timeout(300)
 QUESTION = "What does a URDF file describe?"
 
 
-async def test_sigterm_during_a_stream_sends_cancelled_before_the_status(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", ["retrieve_first", "agents_sdk"])
+async def test_sigterm_during_a_stream_sends_cancelled_before_the_status(
+    tmp_path: Path, strategy: str
+) -> None:
     local_embedder()  # skips where the model is not provisioned
     with (
         model_process(deltas=400, interval=0.05) as model,  # a 20 s answer
         server_process(
             tmp_path,
             llm_base_url=model.base_url,
-            agent_strategy="retrieve_first",
+            agent_strategy=strategy,
             grace_period="2",
         ) as server,
     ):
