@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -68,7 +69,8 @@ def test_demo_ingests_serves_and_streams_a_cited_answer(
     printed = capsys.readouterr().out
     assert code == 0
     assert "ingested docs" in printed
-    assert "[1]" in printed
+    # Cited: which source comes first depends on what docs/ holds today.
+    assert re.search(r"\[\d+\]", printed), printed
     assert "status SUCCESS" in printed
 
 
