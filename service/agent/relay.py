@@ -1,6 +1,6 @@
 """The events of one run on their way from the run's task to the consumer.
 
-A bounded queue (a stalled consumer stalls the run instead of letting it run ahead) and one
+A bounded buffer (a stalled consumer stalls the run instead of letting it run ahead) and one
 heartbeat timer per stream. The timer is armed once and moved only when it fires: an event
 costs no timer of its own (an ``asyncio.timeout`` around each wait made and cancelled one
 per event). It fires at the earliest when the consumer has been waiting for ``interval``
@@ -11,7 +11,7 @@ last event, the marker that makes the consumer raise what ended it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections import deque
 from typing import Any, Final, Generic, TypeVar
 
 T = TypeVar("T")
@@ -40,20 +40,36 @@ QUEUE_SIZE = 16
 
 
 class Relay(Generic[T]):
-    """Items from one producer task to one consumer, with silence reported as :data:`BEAT`."""
+    """Items from one producer task to one consumer, with silence reported as :data:`BEAT`.
+
+    A waiting consumer is woken by each item (the first token must not wait for company); a
+    producer held back by a full relay is woken only once the consumer has taken it down to
+    half, so that it refills several items per turn instead of one per item taken.
+    """
 
     def __init__(self, interval: float, *, size: int = QUEUE_SIZE) -> None:
-        self._queue: asyncio.Queue[T | Signal] = asyncio.Queue(maxsize=size)
+        self._items: deque[T | Signal] = deque()
+        self._size = size
+        self._low = size // 2
+        self._getter: asyncio.Future[None] | None = None
+        self._putters: list[asyncio.Future[None]] = []
         self._interval = interval
         self._loop = asyncio.get_running_loop()
         self._producer: asyncio.Task[Any] | None = None
-        self._waiting = False
         self._since = self._loop.time()  # when the consumer began its current wait
         self._timer = self._loop.call_at(self._since + interval, self._tick)
 
-    def put(self, item: T) -> Awaitable[None]:
-        """Waits while the queue is full (the producer's emit)."""
-        return self._queue.put(item)
+    async def put(self, item: T) -> None:
+        """Waits while the relay is full (the producer's emit)."""
+        while len(self._items) >= self._size:
+            room = self._loop.create_future()
+            self._putters.append(room)
+            try:
+                await room
+            finally:
+                if room in self._putters:
+                    self._putters.remove(room)
+        self._add(item)
 
     def watch(self, producer: asyncio.Task[Any]) -> None:
         """The task that puts; its end without a last item is reported as :data:`ENDED`."""
@@ -61,23 +77,35 @@ class Relay(Generic[T]):
 
     async def get(self) -> T | Signal:
         """The next item, :data:`BEAT` after ``interval`` s of silence, or :data:`ENDED`."""
-        queue = self._queue
-        if not queue.empty():
-            return queue.get_nowait()
-        self._since = self._loop.time()
-        self._waiting = True
-        try:
-            return await queue.get()
-        finally:
-            self._waiting = False
+        items = self._items
+        while not items:
+            self._since = self._loop.time()
+            self._getter = self._loop.create_future()
+            try:
+                await self._getter
+            finally:
+                self._getter = None
+        item = items.popleft()
+        if self._putters and len(items) <= self._low:
+            for room in self._putters:
+                if not room.done():
+                    room.set_result(None)
+            self._putters.clear()
+        return item
 
     def close(self) -> None:
         self._timer.cancel()
 
+    def _add(self, item: T | Signal) -> None:
+        self._items.append(item)
+        getter = self._getter
+        if getter is not None and not getter.done():
+            getter.set_result(None)
+
     def _tick(self) -> None:
         now = self._loop.time()
         due = self._since + self._interval
-        if not self._waiting or not self._queue.empty():
+        if self._getter is None or self._items:
             # Busy elsewhere (sending) or about to get something: no silence to report yet.
             self._timer = self._loop.call_at(now + self._interval, self._tick)
             return
@@ -85,5 +113,6 @@ class Relay(Generic[T]):
             self._timer = self._loop.call_at(due, self._tick)
             return
         producer = self._producer
-        self._queue.put_nowait(ENDED if producer is not None and producer.done() else BEAT)
+        # Past the bound on purpose: the consumer is waiting, so the relay is empty.
+        self._add(ENDED if producer is not None and producer.done() else BEAT)
         self._timer = self._loop.call_at(now + self._interval, self._tick)

@@ -78,3 +78,18 @@ async def test_a_full_relay_holds_the_producer_back() -> None:
     await asyncio.wait_for(third, 1)
     assert [await relay.get(), await relay.get()] == [2, 3]
     relay.close()
+
+
+async def test_a_held_producer_resumes_once_the_relay_is_down_to_half() -> None:
+    relay: Relay[int] = Relay(30.0, size=4)
+    for i in range(4):
+        await relay.put(i)
+    fifth = asyncio.create_task(relay.put(4))
+    await asyncio.sleep(0.01)
+    assert await relay.get() == 0
+    await asyncio.sleep(0.01)
+    assert not fifth.done(), "three left: refilling one at a time would cost a turn each"
+    assert await relay.get() == 1
+    await asyncio.wait_for(fifth, 1)
+    assert [await relay.get() for _ in range(3)] == [2, 3, 4]
+    relay.close()
