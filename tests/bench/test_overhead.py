@@ -11,11 +11,13 @@ import json
 import math
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
+from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from tests.bench import bench_overhead
-from tests.bench.sides import cpu_seconds, peak_rss_mib, reset_peak_rss
+from tests.bench.sides import cpu_seconds, ingested, launch, peak_rss_mib, reset_peak_rss
 from tests.processes import SMALL_CORPUS, model_process
 
 
@@ -83,3 +85,41 @@ async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> 
     )
     assert "unanswered" not in figures["server CPU per answered question vs bare"]["measured"]
     assert results["corpus"] == f"corpus ({len(SMALL_CORPUS)} chunks)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "mode"), [("floor", "agentic"), ("peer", "agentic")])
+async def test_a_baseline_searches_before_it_answers(tmp_path: Path, kind: str, mode: str) -> None:
+    """A baseline that skipped the search would flatter it: the floor and the SDK peer relay
+    the model's tool call into the same retrieval and stream the answer after its sources."""
+    if kind == "peer":
+        pytest.importorskip("agents", reason="the peer needs the agents-sdk extra")
+    corpus = tmp_path / "corpus"
+    for relative, text in SMALL_CORPUS.items():
+        (corpus / relative).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / relative).write_text(text)
+    prepared = ingested(corpus)
+    with model_process(deltas=6, interval=0.0) as model:
+        settings = {
+            "llm_base_url": model.base_url,
+            "llm_api_key": "test",
+            "llm_model": bench_overhead.MODEL_NAME,
+        }
+        side = launch(kind, tmp_path / kind, prepared, mode, settings)
+        try:
+            async with grpc.aio.insecure_channel(side.target) as channel:
+                stub = agent_pb2_grpc.AgentServiceStub(channel)
+                query = agent_pb2.QuestionRequest(query="What does a URDF file describe?")
+                events = [e async for e in stub.AskStream(query, timeout=60)]
+        finally:
+            side.server.stop()
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[0] == "run_started"
+    assert kinds[-1] == "completed"
+    assert kinds.index("sources_found") < kinds.index("answer_delta")
+    found = next(e.sources_found for e in events if e.HasField("sources_found"))
+    assert any("URDF" in s.content for s in found.sources)
+    answer = "".join(e.answer_delta.text for e in events if e.HasField("answer_delta"))
+    assert answer == events[-1].completed.answer
+    assert answer.endswith("as the source says [1].")
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
