@@ -372,7 +372,7 @@ class Settings(BaseSettings):
         5.0, gt=0, description="Seconds of silence in a stream before a heartbeat event."
     )
     extractive_sentences: int = Field(
-        4, ge=1, le=20, description="Sentences the extractive strategy quotes."
+        6, ge=1, le=20, description="Sentences the extractive strategy quotes."
     )
     extractive_candidates: int = Field(
         24,

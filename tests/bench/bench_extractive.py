@@ -4,9 +4,9 @@ Both run through the Agent over the same store, question by question, interleave
 retrieve_first the time from the start of the run to its sources (SourcesFound; the model
 after it is an instant scripted fake, not measured), for extractive the time to its first
 AnswerDelta. Target (issue 14): the extractive first delta no later than retrieve_first's
-retrieval time + 50 ms, at p50. Measured twice: "cold", a new agent per question (no piece
-vector remembered), and "warm", one agent for all questions (what a serving process sees
-once pages have been asked about).
+retrieval time + 50 ms, at p50. The book is ingested here, so its chunks carry piece vectors
+and ranking needs no model call. Measured twice: "cold", a new agent per question (nothing
+remembered), and "warm", one agent for all questions in turn (what a serving process sees).
 """
 
 from __future__ import annotations
