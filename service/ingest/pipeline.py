@@ -14,6 +14,7 @@ executor, the runtime's in a server, so that an ingest does not stall every othe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 import uuid
@@ -116,9 +117,12 @@ Progress = Callable[[IngestEvent], None]
 class Ingestor:
     """Chunks, embeds and stores documents through the injected embedder and store.
 
-    ``batch_size`` is how many chunks go to the embedder in one call, across documents; the
-    embedder splits them into its own model batches. ``executor`` runs parsing and chunking
-    (see the module docstring); the default runs them on the caller's thread.
+    ``batch_size`` is how many chunks go to the embedder at a time, across documents, in
+    ``parallel`` calls at once; the embedder splits each into its own model batches. The
+    local embedder runs one ONNX thread per call (what serves concurrent questions best),
+    so one call at a time would leave the second of 2 cores idle during an ingest.
+    ``executor`` runs parsing and chunking (see the module docstring); the default runs
+    them on the caller's thread.
     """
 
     def __init__(
@@ -127,12 +131,14 @@ class Ingestor:
         store: DocumentWrites,
         *,
         batch_size: int = 128,
+        parallel: int = 2,
         chunker: Chunker | None = None,
         clock: Callable[[], datetime] | None = None,
         executor: Blocking = INLINE,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        if batch_size < 1 or parallel < 1:
+            raise ValueError("batch_size and parallel must be at least 1")
+        self._parallel = parallel
         self._embedder = embedder
         self._store = store
         self._batch_size = batch_size
@@ -307,16 +313,38 @@ class Ingestor:
         vectors: list[list[float]] = []
         pieces: list[str] = []
         for start in range(0, len(texts), self._batch_size):
-            end = start + self._batch_size
-            got, encoded = await embed_chunks(
-                self._embedder,
-                texts[start:end],
-                spans[start:end],
-                shifts[start:end],
-                deadline=deadline,
-            )
-            vectors.extend(got)
-            pieces.extend(encoded)
+            end = min(start + self._batch_size, len(texts))
+            # Every ``parallel``-th text to each call: each gets long and short texts alike.
+            parts = [list(range(start + i, end, self._parallel)) for i in range(self._parallel)]
+            parts = [part for part in parts if part]
+            try:
+                async with asyncio.TaskGroup() as group:
+                    calls = [
+                        group.create_task(
+                            embed_chunks(
+                                self._embedder,
+                                [texts[i] for i in part],
+                                [spans[i] for i in part],
+                                [shifts[i] for i in part],
+                                deadline=deadline,
+                            )
+                        )
+                        for part in parts
+                    ]
+            except ExceptionGroup as failed:
+                # The error callers know (a deadline, the embedder unavailable), not a group:
+                # the calls fail alike, and the first is the one to report.
+                raise failed.exceptions[0] from None
+            got: dict[int, tuple[list[float], str]] = {}
+            for part, call in zip(parts, calls, strict=True):
+                part_vectors, part_pieces = call.result()
+                if len(part_vectors) != len(part):
+                    raise RuntimeError(
+                        f"the embedder returned {len(part_vectors)} vectors for {len(part)}"
+                    )
+                got.update(zip(part, zip(part_vectors, part_pieces, strict=False), strict=True))
+            vectors.extend(got[i][0] for i in range(start, end))
+            pieces.extend(got[i][1] for i in range(start, end))
         if len(vectors) != len(texts):
             raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)}")
         return vectors, pieces

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -276,3 +277,37 @@ async def test_delete() -> None:
 def test_bad_batch_size() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         Ingestor(FakeEmbedder(), MemoryStore(), batch_size=0)
+
+
+class InFlightEmbedder(FakeEmbedder):
+    """Counts how many of its calls run at once (each yields to the loop once)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_tokens=64)
+        self.running = 0
+        self.most = 0
+
+    async def embed_documents(
+        self, texts: Sequence[str], *, deadline: Deadline | None = None
+    ) -> list[list[float]]:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.01)
+        self.running -= 1
+        return await super().embed_documents(texts, deadline=deadline)
+
+
+@pytest.mark.parametrize("parallel", [1, 2, 3])
+async def test_embedding_calls_run_side_by_side_and_vectors_stay_in_order(parallel: int) -> None:
+    embedder = InFlightEmbedder()
+    store = MemoryStore()
+    ingestor = Ingestor(embedder, store, batch_size=8, parallel=parallel)
+    await ingestor.ingest(DOCS, base_url=BASE)
+    assert embedder.most == parallel
+    assert all(len(batch) <= -(-8 // parallel) for batch in embedder.calls)
+    for chunk, vector in store.points.values():
+        expected = ingestor.prepare(
+            next(d for d in DOCS if d.path == chunk.document_id), base_url=BASE
+        )
+        text = expected.embed_texts[chunk.position]
+        assert vector == FakeEmbedder._vector(text)
