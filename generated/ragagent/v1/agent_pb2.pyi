@@ -193,8 +193,8 @@ class QuestionRequest(_message.Message):
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form caller labels (for example a client name), stored with the turn (see
-        `Turn.metadata`) and logged with the run's request id at DEBUG. At most 16 entries; keys 1 to 64 characters of [A-Za-z0-9_.-]; values at
-        most 256 characters.
+        `Turn.metadata`) and logged with the run's request id at DEBUG. At most 16 entries;
+        keys 1 to 64 characters of [A-Za-z0-9_.-]; values at most 256 characters.
         """
 
     def __init__(
