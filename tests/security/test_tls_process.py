@@ -23,6 +23,7 @@ from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.ingest.loader import SourceDocument
 from service.ingest.remote import ingest_remote
+from service.security.apikeys import split_key
 from tests.processes import REPO, clean_env, server_process
 from tests.security.support import CertFiles, bearer, client_cert, new_key, server_cert
 
@@ -227,7 +228,10 @@ async def test_mutual_tls_rotation_grpcurl_and_the_client_commands(tmp_path: Pat
     assert "PERMISSION_DENIED" in ingest_as_reader.stderr
 
     # The access log names the principal and the key's id, never the key.
-    secret = key.rsplit("_", 1)[1]
+    # The key is rak_<id>_<secret>, and the secret (URL-safe base64) may itself hold "_".
+    parts = split_key(key)
+    assert parts is not None
+    secret = parts[1]
     assert secret not in log
     assert key not in log
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
