@@ -37,10 +37,19 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "ingest": lambda args: bench_ingest.main(),
     "scale": lambda args: bench_scale.main(),
     "soak": lambda args: bench_soak.main(full=args.full),
-    "overhead": lambda args: bench_overhead.main(full=args.full, json_path=args.json),
+    "overhead": lambda args: bench_overhead.main(
+        full=args.full, json_path=args.json, phases=args.phases
+    ),
     "strategies": lambda args: bench_strategies.main(),
     "extractive": lambda args: bench_extractive.main(),
 }
+
+
+def phases(text: str) -> frozenset[str]:
+    chosen = frozenset(p.strip() for p in text.split(",") if p.strip())
+    if not chosen or chosen - bench_overhead.PHASES:
+        raise argparse.ArgumentTypeError(f"not phases of the overhead benchmark: {text!r}")
+    return chosen
 
 
 def main() -> None:
@@ -57,6 +66,13 @@ def main() -> None:
         type=Path,
         default=os.environ.get("BENCH_JSON") or None,
         help="where the overhead benchmark writes its figures as JSON (default BENCH_JSON)",
+    )
+    parser.add_argument(
+        "--phases",
+        type=phases,
+        default=bench_overhead.PHASES,
+        help=f"the overhead benchmark's phases, comma-separated: any of "
+        f"{', '.join(sorted(bench_overhead.PHASES))}; default: all",
     )
     args = parser.parse_args()
     if unknown := set(args.names) - BENCHES.keys():

@@ -20,8 +20,9 @@ Phases (retrieve_first servers, then agentic ones):
 - concurrency: N streams at once (100 chunks 20 ms apart): all completed, first-token
   p50/p99 and peak RSS against the floor.
 
-Run: ``python -m tests.bench overhead [--full] [--json PATH]``: quick by default (SQLite,
-200 streams); ``--full`` adds 500 streams, more rounds, and PostgreSQL
+Run: ``python -m tests.bench overhead [--full] [--json PATH] [--phases first_token,relay,...]``:
+quick by default (SQLite, 200 streams; every phase unless ``--phases`` names some of
+first_token, relay, cpu, streams); ``--full`` adds 500 streams, more rounds, and PostgreSQL
 (TEST_POSTGRES_DSN, default postgresql://postgres@127.0.0.1:5432/test; skipped with the
 reason when unreachable).
 """
@@ -59,6 +60,8 @@ from tests.processes import ModelProcess, model_process
 
 QUICK = Size(5, 8, 20, 2000, 2, 150, (200,), 100, 0.02, 2, ("sqlite",))
 FULL = Size(9, 16, 20, 2000, 3, 150, (200, 500), 100, 0.02, 3, ("sqlite", "postgres"))
+# first_token and relay run against retrieve_first servers, cpu and streams against agentic ones.
+PHASES = frozenset({"first_token", "relay", "cpu", "streams"})
 TINY = Size(1, 2, 5, 50, 1, 20, (4,), 5, 0.01, 1, ("sqlite",))  # the smoke test's
 
 
@@ -79,8 +82,9 @@ async def one_store(
     own: dict[str, str],
     model: ModelProcess,
     size: Size,
+    phases: frozenset[str],
 ) -> tuple[list[Figure], int]:
-    """Every phase against servers over ``prepared``; ragagent also gets ``own``."""
+    """The phases asked for, against servers over ``prepared``; ragagent also gets ``own``."""
 
     async def start(kind: str, mode: str) -> Side:
         extra = own if kind == "ragagent" else {}
@@ -99,22 +103,32 @@ async def one_store(
         return sides
 
     figures: list[Figure] = []
-    rag, floor = await start_all(("ragagent", "retrieve_first"), ("floor", "retrieve_first"))
-    with started(rag, floor):
-        chunks = await corpus_chunks(rag.target)
-        figures += await first_token(rag, floor, model, size)
-        figures += await relay(rag, floor, model, size)
-        for side in (rag, floor):
-            side.check()
-    rag, floor, peer = await start_all(
-        ("ragagent", "agentic"), ("floor", "agentic"), ("peer", "agentic")
-    )
-    with started(rag, floor):
-        with started(peer):
-            figures += await cpu({"ragagent": rag, "floor": floor, "peer": peer}, model, size)
-        figures += await concurrency(rag, floor, model, size)
-        for side in (rag, floor):
-            side.check()
+    chunks = 0
+    if phases & {"first_token", "relay"}:
+        rag, floor = await start_all(("ragagent", "retrieve_first"), ("floor", "retrieve_first"))
+        with started(rag, floor):
+            chunks = await corpus_chunks(rag.target)
+            if "first_token" in phases:
+                figures += await first_token(rag, floor, model, size)
+            if "relay" in phases:
+                figures += await relay(rag, floor, model, size)
+            for side in (rag, floor):
+                side.check()
+    if phases & {"cpu", "streams"}:
+        peer_kind = [("peer", "agentic")] if "cpu" in phases else []
+        rag, floor, *peer = await start_all(
+            ("ragagent", "agentic"), ("floor", "agentic"), *peer_kind
+        )
+        with started(rag, floor):
+            chunks = chunks or await corpus_chunks(rag.target)
+            if peer:
+                with started(*peer):
+                    sides = {"ragagent": rag, "floor": floor, "peer": peer[0]}
+                    figures += await cpu(sides, model, size)
+            if "streams" in phases:
+                figures += await concurrency(rag, floor, model, size)
+            for side in (rag, floor):
+                side.check()
     return figures, chunks
 
 
@@ -167,7 +181,13 @@ def print_table(results: dict[str, Any]) -> None:
             )
 
 
-async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None) -> dict[str, Any]:
+async def run(
+    size: Size,
+    corpus: Path,
+    mode: str,
+    json_path: Path | None = None,
+    phases: frozenset[str] = PHASES,
+) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
@@ -198,6 +218,7 @@ async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None
                         own=own,
                         model=model,
                         size=size,
+                        phases=phases,
                     )
                 results["corpus"] = f"{corpus.name} ({chunks} chunks)"
                 results["stores"][store] = {
@@ -211,8 +232,10 @@ async def run(size: Size, corpus: Path, mode: str, json_path: Path | None = None
     return results
 
 
-async def main(*, full: bool = False, json_path: Path | None = None) -> None:
+async def main(
+    *, full: bool = False, json_path: Path | None = None, phases: frozenset[str] = PHASES
+) -> None:
     if not BOOK.is_dir():
         print(f"skipped: the textbook is absent ({BOOK}); the overhead figures are at book size")
         return
-    await run(FULL if full else QUICK, BOOK, "full" if full else "quick", json_path)
+    await run(FULL if full else QUICK, BOOK, "full" if full else "quick", json_path, phases)
