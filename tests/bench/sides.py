@@ -123,6 +123,7 @@ class Side:
 
 
 CACHE = REPO / ".cache" / "bench"
+KEEP_STORES = 4  # ingested data dirs kept (the book's is 8-17 MiB)
 
 
 def ingested(corpus: Path) -> Path:
@@ -156,6 +157,10 @@ def ingested(corpus: Path) -> Path:
         print(f"  ingested {corpus} in {time.monotonic() - started:.0f} s (kept in {ready})")
     else:
         print(f"  {corpus} as ingested before ({ready})")
+    (ready / "complete").touch()  # last used: the folders least recently used go
+    kept = sorted(CACHE.glob("store-*/complete"), key=lambda c: c.stat().st_mtime)
+    for old in kept[:-KEEP_STORES]:
+        shutil.rmtree(old.parent, ignore_errors=True)
     return ready
 
 
