@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from service.agent.events import AgentEvent, SourcesFound
 from service.agent.sources import SourceBook
@@ -21,12 +22,46 @@ from service.domain import (
 from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import QueryVectors, Retriever
 
+SearchKey = tuple[str, int, float, SearchFilters | None]
+
+
+class FoundSearches:
+    """The searches one run has completed, by everything that decides their hits.
+
+    The model's first search is usually the question the run has just searched for itself,
+    with the same top_k. A run answers from one view of the store (an ingest landing during
+    it is seen by the next run), so the same query, limit, threshold and filters find what
+    they found the first time: such a search is answered from here. Its call is still
+    reported and recorded as its own, but the store is not searched and the hits are not
+    numbered and summarised again. A different limit is searched (a reranking or hybrid
+    retriever's top 3 need not be the first 3 of its top 5). Only completed searches are
+    kept; concurrent identical calls of one turn both search. The memo lives as long as
+    the run.
+    """
+
+    __slots__ = ("_found",)
+
+    def __init__(self) -> None:
+        self._found: dict[SearchKey, tuple[list[Source], dict[str, Any]]] = {}
+
+    def get(self, key: SearchKey) -> tuple[list[Source], dict[str, Any]] | None:
+        """The numbered sources and result summary of a search already made, or None."""
+        found = self._found.get(key)
+        if found is None:
+            return None
+        sources, summary = found
+        return list(sources), summary  # a caller may reorder its list; the run's stays
+
+    def put(self, key: SearchKey, sources: list[Source], summary: dict[str, Any]) -> None:
+        self._found[key] = (list(sources), summary)
+
 
 class Searcher:
     """Runs the retrieval tool for a run, numbering what it finds in the run's book.
 
-    Each distinct query is embedded once per run (:attr:`vectors`): the model's first search
-    is usually the question the run has just searched for itself.
+    Each distinct query is embedded once per run (:attr:`vectors`), and each distinct
+    search is made once (:attr:`found`): the model's first search is usually the question
+    the run has just searched for itself.
     """
 
     def __init__(
@@ -48,6 +83,7 @@ class Searcher:
         self._calls = calls
         self._emit = emit
         self.vectors = QueryVectors()
+        self.found = FoundSearches()
         self.seconds = 0.0
 
     async def retrieve(self, query: str, limit: int) -> list[Source]:
@@ -64,24 +100,34 @@ class Searcher:
         The sources that passed the threshold are numbered; SourcesFound names the call and
         comes only when something was found. A failed search ends the call with ERROR and
         is raised; a deadline is raised with the call still open, for the run to time out.
+        A search the run has made already is answered with its sources (:attr:`found`).
         """
-        try:
-            sources = self._book.add(await self._search(query, limit))
-        except DeadlineExceeded:
-            raise  # the run ends with TIMEOUT and closes every open call
-        except RagAgentError as exc:
-            await self._calls.end(record, ToolCallStatus.ERROR, error=exc.message)
-            raise
+        key: SearchKey = (query, limit, self._threshold, self._filters)
+        if self._deadline.expired:
+            raise DeadlineExceeded("the deadline ran out before the search")
+        found = self.found.get(key)
+        if found is None:
+            try:
+                sources = self._book.add(await self._search(query, limit))
+            except DeadlineExceeded:
+                raise  # the run ends with TIMEOUT and closes every open call
+            except RagAgentError as exc:
+                await self._calls.end(record, ToolCallStatus.ERROR, error=exc.message)
+                raise
+            summary = result_summary(sources)
+            self.found.put(key, sources, summary)
+        else:
+            # The same hits numbered again would get the numbers they have: the book is
+            # unchanged by them, so their sources and summary are those of the first time.
+            sources, summary = found
         if sources:
             await self._emit(SourcesFound(record.id, sources))
-        await self._calls.end(record, ToolCallStatus.COMPLETED, result=result_summary(sources))
+        await self._calls.end(record, ToolCallStatus.COMPLETED, result=summary)
         return sources
 
     async def _search(self, query: str, limit: int) -> list[ScoredChunk]:
         """Hits passing the threshold (the retriever applies it), best first, found within
-        the deadline."""
-        if self._deadline.expired:
-            raise DeadlineExceeded("the deadline ran out before the search")
+        the deadline (checked before by :meth:`run`)."""
         started = time.perf_counter()
         try:
             # Bounded here as well: a store that ignores the deadline must not hold the run.
