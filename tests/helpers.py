@@ -14,7 +14,8 @@ import pytest
 from service.config import Settings, default_model_dir
 from service.domain import Chunk
 from service.retrieval.base import Embedder
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 
 _EMBEDDER: Embedder | None = None
 

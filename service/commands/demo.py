@@ -41,7 +41,8 @@ def register(commands: Any) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    from service.server import AgentServer, Runtime
+    from service.runtime import Runtime
+    from service.server import AgentServer
 
     settings = settings_with_flags(
         Flag("--data-dir", "data_dir", args.data_dir), address="127.0.0.1:0", log_level="WARNING"

@@ -205,7 +205,8 @@ async def _agent_channel(
         async with open_channel(connection(args, args.address)) as channel:
             yield channel
         return
-    from service.server import AgentServer, Runtime
+    from service.runtime import Runtime
+    from service.server import AgentServer
 
     local = in_process(settings)
     runtime = await (open_runtime or Runtime.open)(local)

@@ -38,7 +38,7 @@ from service.ingest.remote import ingest_remote
 from service.observability.logging import configure_logging
 
 if TYPE_CHECKING:  # the server loads slowly: imported where used, for start-up time
-    from service.server import Runtime
+    from service.runtime import Runtime
 
 __all__ = ["IngestOutcome", "ingest_command", "ingest_local", "register", "rpc_error_lines"]
 
@@ -172,7 +172,7 @@ async def ingest_local(
 ) -> IngestOutcome:
     """Ingests in this process over the store the settings name, then closes it."""
     if open_runtime is None:
-        from service.server import Runtime
+        from service.runtime import Runtime
 
         open_runtime = Runtime.open
     runtime = await open_runtime(settings)

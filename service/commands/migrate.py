@@ -29,7 +29,7 @@ async def run_migrate(args: argparse.Namespace) -> int:
     from service.executor import BlockingExecutor
     from service.retrieval.edge_migrate import migrate_local, migrated_path, old_store_holds
     from service.retrieval.edge_store import EdgeStore
-    from service.server import build_embedder
+    from service.runtime import build_embedder
 
     settings = settings_with_flags(Flag("--data-dir", "data_dir", args.data_dir))
     configure_logging(settings.log_level, settings.log_format)

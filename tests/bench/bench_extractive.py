@@ -22,7 +22,7 @@ from service.config import Settings
 from service.evaluation import load_questions
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
-from service.server import Runtime
+from service.runtime import Runtime
 from tests.bench.common import ROOT, corpus, report
 from tests.fakes.chat_model import FakeChatModel, Scripted
 

@@ -16,7 +16,7 @@ from service.config import Settings
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
-from service.server import Runtime
+from service.runtime import Runtime
 from tests.bench.common import corpus, report
 
 

@@ -17,7 +17,8 @@ from service.config import Settings
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 from tests.bench.common import corpus, report, summary, timed
 
 QUERIES = (

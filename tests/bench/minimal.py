@@ -25,7 +25,7 @@ from service.config import Settings
 from service.domain import ScoredChunk
 from service.executor import BlockingExecutor
 from service.retrieval.base import Retriever
-from service.server import build_embedder, open_store, searcher
+from service.runtime import build_embedder, open_store, searcher
 
 INSTRUCTIONS = (
     "Answer the question from the numbered passages, citing them like [1]. "

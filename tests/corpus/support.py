@@ -21,7 +21,8 @@ from service.api.corpus import CorpusServicer
 from service.config import Settings
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
-from service.server import Runtime, interceptor_chain
+from service.runtime import Runtime
+from service.server import interceptor_chain
 from tests.helpers import local_embedder
 
 BASE_URL = "https://robots.example/"

@@ -191,7 +191,7 @@ async def test_ingest_chunks_on_the_executor(executor: BlockingExecutor) -> None
 
 
 async def test_the_runtime_owns_the_executor_and_shuts_it_down_last(tmp_path: Path) -> None:
-    from service.server import Runtime
+    from service.runtime import Runtime
 
     settings = Settings(address="127.0.0.1:0", data_dir=tmp_path, blocking_threads=3)
     runtime = await Runtime.open(settings, embedder=FakeEmbedder())

@@ -17,7 +17,7 @@ from service.executor import BlockingExecutor
 from service.retrieval.edge_migrate import migrate_local, old_store_holds
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.qdrant_store import QdrantStore
-from service.server import open_store
+from service.runtime import open_store
 from tests.retrieval.test_store_contract import GAZEBO, ROBOTS, WordsEmbedder, chunk, put
 
 # A document half-written by an interrupted ingest: two chunks of three.

@@ -13,7 +13,7 @@ from service.config import Settings
 from service.domain import Deadline
 from service.errors import DeadlineExceeded, Unavailable
 from service.retrieval.embedders import OpenAIEmbedder
-from service.server import Runtime
+from service.runtime import Runtime
 from tests.fakes.openai_script import ErrorReply
 from tests.fakes.openai_server import FakeOpenAI
 

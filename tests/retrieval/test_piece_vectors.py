@@ -95,7 +95,7 @@ async def test_an_ingested_chunk_carries_its_piece_vectors_through_the_store(
     tmp_path: Path,
 ) -> None:
     from service.config import Settings
-    from service.server import Runtime
+    from service.runtime import Runtime
 
     runtime = await Runtime.open(
         Settings(data_dir=tmp_path, log_level="WARNING"), embedder=local_embedder()

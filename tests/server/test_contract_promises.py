@@ -21,7 +21,7 @@ from sqlalchemy import select
 from service.agent.prompts import GROUNDING_RULES
 from service.config import Settings
 from service.errors import ConfigurationError, DatabaseUnavailable
-from service.server import Runtime
+from service.runtime import Runtime
 from service.sessions import schema
 from tests.contract.streams import answer_text, check_stream
 from tests.fakes.openai_script import ChatReply, ErrorReply, ToolCallScript

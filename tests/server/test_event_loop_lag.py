@@ -31,7 +31,8 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc, corpus_pb2, corpus_pb2_grpc
 
 from service.config import Settings
 from service.ingest.loader import SourceDocument, load_documents
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 from tests.conftest import SHARED_CORPUS
 from tests.helpers import local_embedder
 

@@ -17,7 +17,8 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc
 from service.config import Settings
 from service.errors import StoreMismatch
 from service.retrieval.qdrant_store import QdrantStore
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 from tests.helpers import local_embedder
 
 

@@ -13,7 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.config import Settings
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 from tests.helpers import local_embedder
 from tests.processes import clean_env, free_port
 

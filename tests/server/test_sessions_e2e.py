@@ -12,7 +12,8 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.config import Settings
-from service.server import AgentServer, Runtime
+from service.runtime import Runtime
+from service.server import AgentServer
 from service.sessions import open_session_store
 from tests.fakes.openai_script import ChatReply
 from tests.fakes.openai_server import FakeOpenAI
