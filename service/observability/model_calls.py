@@ -189,17 +189,24 @@ class ObservedChatModel:
         )
         try:
             async with aclosing(inner):
-                while True:
-                    # Current only around the wrapped generator's steps, never across a
-                    # yield: the consumer's code must not run inside the model's span.
-                    with turn.sending():
-                        try:
-                            event = await anext(inner)
-                        except StopAsyncIteration:
-                            break
+                # The span is current (and attempts counted) around the wrapped generator's
+                # first step, which sends the request and its retries; the later steps only
+                # read the response body, and attaching a span for each chunk would cost
+                # more than reading it. Never across a yield: the consumer's code must not
+                # run inside the model's span.
+                with turn.sending():
+                    try:
+                        event = await anext(inner)
+                    except StopAsyncIteration:
+                        event = None
+                while event is not None:
                     if isinstance(event, TurnEnd):
                         end = event
                     yield event
+                    try:
+                        event = await anext(inner)
+                    except StopAsyncIteration:
+                        event = None
         except BaseException as error:
             if end is not None and not isinstance(error, Exception):
                 # Closed after the turn ended: the agent stops reading at TurnEnd.
