@@ -40,13 +40,8 @@ from service.api.convert import duration, timestamp
 from service.domain import Deadline, DocumentSummary
 from service.errors import FieldViolation, InvalidArgument
 from service.ingest.loader import SourceDocument
-from service.ingest.pipeline import (
-    DocumentStatus,
-    IngestEvent,
-    Ingestor,
-    IngestSummary,
-    Progress,
-)
+from service.ingest.outcome import DocumentStatus, IngestEvent, IngestSummary
+from service.ingest.pipeline import Ingestor, Progress
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
 

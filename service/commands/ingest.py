@@ -33,7 +33,8 @@ from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import InvalidArgument
 from service.ingest.loader import SourceDocument, SourceFolder
-from service.ingest.pipeline import IngestEvent, Ingestor
+from service.ingest.outcome import IngestEvent
+from service.ingest.pipeline import Ingestor
 from service.ingest.remote import ingest_remote
 from service.observability.logging import configure_logging
 

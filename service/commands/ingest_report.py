@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ragagent.v1 import corpus_pb2
 
 from service.ingest.loader import SourceDocument
-from service.ingest.pipeline import DocumentStatus, IngestEvent
+from service.ingest.outcome import DocumentStatus, IngestEvent
 
 if TYPE_CHECKING:  # rich loads slowly: imported where used, for start-up time
     from rich.progress import Progress

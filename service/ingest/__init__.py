@@ -4,14 +4,14 @@ from service.ingest.chunker import Chunker, TextChunk
 from service.ingest.frontmatter import FrontMatterError, MarkdownError
 from service.ingest.loader import SourceDecodeError, SourceDocument, load_documents
 from service.ingest.markdown import ParsedDocument, parse_markdown
-from service.ingest.pipeline import (
+from service.ingest.outcome import (
     DocumentStatus,
     IngestEvent,
-    Ingestor,
     IngestSummary,
     PreparedDocument,
     chunk_id,
 )
+from service.ingest.pipeline import Ingestor
 from service.ingest.urls import page_url, placement
 
 __all__ = [

@@ -15,14 +15,10 @@ executor, the runtime's in a server, so that an ingest does not stall every othe
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any
 
 from service.agent.sentences import split_pieces
 from service.domain import Chunk, Deadline
@@ -31,85 +27,19 @@ from service.executor import INLINE, Blocking
 from service.ingest.chunker import Chunker
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
+from service.ingest.outcome import (
+    DocumentStatus,
+    IngestEvent,
+    IngestSummary,
+    PreparedDocument,
+    chunk_id,
+    sha256_hex,
+)
 from service.ingest.urls import page_url, placement
 from service.retrieval import piece_vectors
 from service.retrieval.base import DocumentWrites, Embedder, embed_chunks
-from service.retrieval.piece_vectors import Span
 
-# Fixed forever: changing it would give every chunk a new id.
-CHUNK_NAMESPACE = uuid.UUID("5b0f6d1e-2c53-4c71-9d0e-6a8f3f1c2b7a")
 _LIST_PAGE = 200
-
-
-def chunk_id(document_id: str, position: int) -> str:
-    """The stable id of the chunk at ``position`` of a document."""
-    return str(uuid.uuid5(CHUNK_NAMESPACE, f"{document_id}#{position}"))
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class DocumentStatus(StrEnum):
-    """What an ingest did with one document."""
-
-    ADDED = "added"  # no complete earlier version (new, or left half-written by a crash)
-    UPDATED = "updated"  # an earlier version was replaced
-    UNCHANGED = "unchanged"
-    DELETED = "deleted"
-    EMPTY = "empty"  # no text to index; any old chunks were removed
-
-
-@dataclass(frozen=True, slots=True)
-class IngestEvent:
-    """Reported to the progress callback after each document."""
-
-    document_id: str
-    status: DocumentStatus
-    chunks_written: int = 0
-    chunks_deleted: int = 0
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class IngestSummary:
-    """Totals of one ingest run (becomes ragagent.v1.IngestDocumentsResponse)."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    empty: int = 0
-    chunks_written: int = 0
-    chunks_deleted: int = 0
-    duration_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-    def record(self, event: IngestEvent) -> None:
-        counter = event.status.value
-        setattr(self, counter, getattr(self, counter) + 1)
-        self.chunks_written += event.chunks_written
-        self.chunks_deleted += event.chunks_deleted
-        self.warnings.extend(event.warnings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedDocument:
-    """A document parsed and chunked, ready to embed; ``embed_texts`` align with ``chunks``."""
-
-    document_id: str
-    document_hash: str
-    chunks: tuple[Chunk, ...]
-    embed_texts: tuple[str, ...]
-    warnings: tuple[str, ...]
-    # Where each chunk's quotable pieces lie in its text, and how far into its embed text
-    # that text starts: the piece vectors are pooled from the chunk's model pass.
-    piece_spans: tuple[tuple[Span | None, ...], ...] = ()
-    shifts: tuple[int, ...] = ()
-
 
 Progress = Callable[[IngestEvent], None]
 

@@ -15,7 +15,7 @@ import protovalidate
 
 from service.api.corpus import MAX_WARNINGS, IngestTally, ingest_response
 from service.config import Settings
-from service.ingest.pipeline import IngestSummary
+from service.ingest.outcome import IngestSummary
 from tests.commands.support import run
 from tests.corpus.support import BASE_URL, PAGES, corpus_server, settings_for, write_pages
 from tests.helpers import local_embedder

@@ -13,14 +13,14 @@ from service.domain import Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, InvalidArgument, StoreUnavailable
 from service.ingest.chunker import Chunker
 from service.ingest.loader import SourceDocument
-from service.ingest.pipeline import (
+from service.ingest.outcome import (
     CHUNK_NAMESPACE,
     DocumentStatus,
     IngestEvent,
-    Ingestor,
     chunk_id,
     sha256_hex,
 )
+from service.ingest.pipeline import Ingestor
 from tests.ingest.fakes import FakeEmbedder, MemoryStore, count_words
 
 BASE = "https://robots.example"
