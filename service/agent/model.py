@@ -41,6 +41,7 @@ from service.agent.capabilities import (
     token_counter,
 )
 from service.agent.model_errors import model_error, retryable, stream_broke
+from service.agent.wait_clock import WaitClock
 from service.config import Settings
 from service.domain import Deadline, Usage
 from service.errors import (
@@ -256,18 +257,24 @@ class OpenAIChatModel:
         request |= {"stream": True, "stream_options": {"include_usage": True}}
         response = await self._create(request, deadline, self._first_token_timeout)
         turn = Assembly()
-        async with response:
-            while True:
-                if turn.started:
-                    wait, clock = self._idle_timeout, "RAGAGENT_LLM_STREAM_IDLE_TIMEOUT"
-                else:
-                    wait = self._first_token_timeout - (time.monotonic() - started)
-                    clock = "RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT"
-                chunk = await self._next_chunk(response, deadline, wait, clock, turn)
-                if chunk is None:
-                    break
-                for text in turn.add(chunk):
-                    yield TextDelta(text)
+        waits = WaitClock()  # one timer for the stream, not one per chunk
+        try:
+            async with response:
+                while True:
+                    if turn.started:
+                        wait, clock = self._idle_timeout, "RAGAGENT_LLM_STREAM_IDLE_TIMEOUT"
+                    else:
+                        wait = self._first_token_timeout - (time.monotonic() - started)
+                        clock = "RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT"
+                    chunk = await self._next_chunk(
+                        response, deadline, waits, wait=wait, clock=clock, turn=turn
+                    )
+                    if chunk is None:
+                        break
+                    for text in turn.add(chunk):
+                        yield TextDelta(text)
+        finally:
+            waits.close()
         yield turn.end(self._model, self._estimate(messages, turn.text))
 
     async def complete(
@@ -363,6 +370,8 @@ class OpenAIChatModel:
         self,
         response: openai.AsyncStream[ChatCompletionChunk],
         deadline: Deadline,
+        waits: WaitClock,
+        *,
         wait: float,
         clock: str,
         turn: Assembly,
@@ -370,11 +379,16 @@ class OpenAIChatModel:
         left = deadline.remaining()
         bound = max(0.0, wait if left is None else min(wait, left))
         try:
-            async with asyncio.timeout(bound):
+            waits.begin(bound)
+            try:
                 return await anext(response)
+            finally:
+                cut = waits.end()
         except StopAsyncIteration:
             return None
-        except TimeoutError:
+        except asyncio.CancelledError:
+            if not cut:
+                raise  # the caller's cancellation
             if left is not None and left <= wait:
                 raise DeadlineExceeded("the deadline ran out while the model was writing") from None
             raise ModelStalled(
