@@ -39,7 +39,7 @@ from service.retrieval.edge_payload import (
     to_edge_filter,
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
-from service.retrieval.lexical import TermCheck
+from service.retrieval.lexical import TermCheck, unknown_term_factor
 from service.retrieval.qdrant_payload import rank, url_prefixes
 
 log = get_logger("ragagent.store")
@@ -155,8 +155,8 @@ class EdgeStore:
             points = [(p.payload or {}, float(p.score)) for p in found]
         factor = 1.0
         if points and self._term_check is not None:
-            seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
-            factor = await self._unknown_term_factor(query, seen, deadline)
+            seen = [str(payload.get("text", "")) for payload, _ in points]
+            factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
         return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
 
     async def _hybrid(
@@ -201,34 +201,24 @@ class EdgeStore:
             for p in found
         ]
 
-    async def _unknown_term_factor(
-        self, query: str, retrieved_text: str, deadline: Deadline | None
-    ) -> float:
-        """The check's penalty when a specific term of the query is in no chunk, else 1.
+    # --- the term check's view of the full-text index (lexical.TermIndex) ---------------
 
-        Terms in the chunks just retrieved need no lookup; the others are looked up in the
-        full-text index of chunk texts (a posting list, not a scan of the texts).
-        """
-        assert self._term_check is not None
-        check = self._term_check
-        in_hand = set(TermCheck.words(retrieved_text))
-        for term in check.specific_terms(query):
-            if in_hand.intersection(check.variants(term).split()):
-                continue
-            request = qe.CountRequest(
-                filter=qe.Filter(
-                    must=[
-                        qe.FieldCondition(key="text", match=qe.MatchTextAny(check.variants(term)))
-                    ]
-                ),
-                exact=True,
-            )
-            found = await self._calls.read(
+    async def count_text_any(self, words: str, deadline: Deadline | None) -> int:
+        request = qe.CountRequest(filter=_text_filter(qe.MatchTextAny(words)), exact=True)
+        return int(
+            await self._calls.read(
                 partial(self._shard.count, request), deadline, "looking up a term"
             )
-            if found == 0:
-                return check.penalty
-        return 1.0
+        )
+
+    async def texts_with_all(self, words: str, limit: int, deadline: Deadline | None) -> list[str]:
+        request = qe.ScrollRequest(
+            limit=limit, filter=_text_filter(qe.MatchText(words)), with_payload=True
+        )
+        page, _ = await self._calls.read(
+            partial(self._shard.scroll, request), deadline, "looking up a name"
+        )
+        return [str((p.payload or {}).get("text", "")) for p in page]
 
     # --- ChunkStore --------------------------------------------------------------------
 
@@ -341,3 +331,7 @@ class EdgeStore:
     async def close(self) -> None:
         await self.optimizer.close()
         await self._calls.close()
+
+
+def _text_filter(match: Any) -> qe.Filter:
+    return qe.Filter(must=[qe.FieldCondition(key="text", match=match)])

@@ -28,7 +28,7 @@ from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, QueryVectors, query_vector
 from service.retrieval.edge_payload import RRF_K, cosine
-from service.retrieval.lexical import TermCheck
+from service.retrieval.lexical import TermCheck, unknown_term_factor
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
     match_value,
@@ -157,8 +157,8 @@ class QdrantStore:
             points = [(p.payload or {}, float(p.score)) for p in response.points]
         factor = 1.0
         if points and self._term_check is not None:
-            seen = " ".join(str(payload.get("text", "")) for payload, _ in points)
-            factor = await self._unknown_term_factor(query, seen, deadline)
+            seen = [str(payload.get("text", "")) for payload, _ in points]
+            factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
         return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
 
     async def _hybrid(
@@ -204,38 +204,34 @@ class QdrantStore:
             for p in response.points
         ]
 
-    async def _unknown_term_factor(
-        self, query: str, retrieved_text: str, deadline: Deadline | None
-    ) -> float:
-        """The check's penalty when a specific term of the query is in no chunk, else 1.
+    # --- the term check's view of the full-text index (lexical.TermIndex) ---------------
 
-        Terms found in the chunks just retrieved need no lookup; usually that is all of them.
-        """
-        assert self._term_check is not None
-        in_hand = set(TermCheck.words(retrieved_text))
-        for term in self._term_check.specific_terms(query):
-            if in_hand.intersection(self._term_check.variants(term).split()):
-                continue
-            found = await self._call(
-                partial(
-                    self._client.count,
-                    self._collection,
-                    count_filter=models.Filter(
-                        must=[
-                            models.FieldCondition(
-                                key="text",
-                                match=models.MatchTextAny(text_any=self._term_check.variants(term)),
-                            )
-                        ]
-                    ),
-                    exact=True,
-                ),
-                deadline,
-                "looking up a term",
-            )
-            if found.count == 0:
-                return self._term_check.penalty
-        return 1.0
+    async def count_text_any(self, words: str, deadline: Deadline | None) -> int:
+        found = await self._call(
+            partial(
+                self._client.count,
+                self._collection,
+                count_filter=_text_filter(models.MatchTextAny(text_any=words)),
+                exact=True,
+            ),
+            deadline,
+            "looking up a term",
+        )
+        return found.count
+
+    async def texts_with_all(self, words: str, limit: int, deadline: Deadline | None) -> list[str]:
+        page, _ = await self._call(
+            partial(
+                self._client.scroll,
+                self._collection,
+                scroll_filter=_text_filter(models.MatchText(text=words)),
+                limit=limit,
+                with_payload=["text"],
+            ),
+            deadline,
+            "looking up a name",
+        )
+        return [str((p.payload or {}).get("text", "")) for p in page]
 
     # --- ChunkStore --------------------------------------------------------------------
 
@@ -328,3 +324,7 @@ class QdrantStore:
 
     async def close(self) -> None:
         await self._calls.close()
+
+
+def _text_filter(match: Any) -> models.Filter:
+    return models.Filter(must=[models.FieldCondition(key="text", match=match)])

@@ -197,6 +197,38 @@ async def test_a_rare_term_in_no_chunk_lowers_every_score(store: ChunkStore) -> 
     )
 
 
+async def test_a_compound_name_is_in_the_corpus_only_with_its_parts_adjacent(
+    store: ChunkStore,
+) -> None:
+    await put(store, ROBOTS)
+    # Both parts of "ros2_control" are in a chunk, apart: the name is still absent.
+    await put(store, [chunk("ros-control", 0, "control loops of ros2 nodes")])
+    query = "ros2_control nodes topics"
+    absent = await store.search(query, limit=1, threshold=0)
+    assert absent[0].score == pytest.approx(
+        0.5 * WordsEmbedderScore.cosine(query, absent[0].chunk.text), abs=1e-4
+    )
+    # Once a chunk (not the one retrieved first) holds it, there is no penalty.
+    await put(store, [chunk("hw-plugins", 0, "motor drivers as hardware plugins for ros2_control, loaded by name")])
+    present = await store.search(query, limit=1, threshold=0)
+    assert present[0].chunk.document_id == absent[0].chunk.document_id
+    assert present[0].score == pytest.approx(
+        WordsEmbedderScore.cosine(query, present[0].chunk.text), abs=1e-4
+    )
+
+
+async def test_a_capitalised_name_made_of_known_words_must_be_in_one_chunk(
+    store: ChunkStore,
+) -> None:
+    await put(store, ROBOTS)
+    await put(store, [chunk("spot", 0, "a spot on the floor"), chunk("sdk", 0, "an sdk")])
+    query = "How do ROS nodes use the Spot SDK topics?"
+    hits = await store.search(query, limit=1, threshold=0)
+    assert hits[0].score == pytest.approx(
+        0.5 * WordsEmbedderScore.cosine(query, hits[0].chunk.text), abs=1e-4
+    )
+
+
 class WordsEmbedderScore:
     @staticmethod
     def cosine(a: str, b: str) -> float:

@@ -23,6 +23,22 @@ def test_plural_terms_are_looked_up_with_their_singular() -> None:
     assert TermCheck.variants("class") == "class"
 
 
+def test_names_are_told_by_their_spelling() -> None:
+    def names(query: str) -> list[tuple[tuple[str, ...], bool]]:
+        return [(n.words, n.adjacent) for n in TermCheck.names(query)]
+
+    # Words the tokenizer knows whole, but written as names: an acronym, a capitalised run,
+    # compound identifiers (whose parts must be adjacent).
+    assert names("How do I spawn cars in CARLA?") == [(("carla",), False)]
+    assert names("How do I use the Spot SDK with ros2_control?") == [
+        (("spot", "sdk"), False),
+        (("ros2", "control"), True),
+    ]
+    assert names("Is ORB-SLAM3 faster?") == [(("orb", "slam3"), True), (("orb", "slam3"), False)]
+    # A capital opening a sentence, a hyphenated ordinary word: not names.
+    assert names("Which real-world tasks? Gazebo runs them.") == []
+
+
 async def test_a_question_about_a_term_the_corpus_lacks_scores_lower(tmp_path: Path) -> None:
     docs = [
         make_chunk(
