@@ -209,7 +209,16 @@ async def test_a_compound_name_is_in_the_corpus_only_with_its_parts_adjacent(
         0.5 * WordsEmbedderScore.cosine(query, absent[0].chunk.text), abs=1e-4
     )
     # Once a chunk (not the one retrieved first) holds it, there is no penalty.
-    await put(store, [chunk("hw-plugins", 0, "motor drivers as hardware plugins for ros2_control, loaded by name")])
+    await put(
+        store,
+        [
+            chunk(
+                "hw-plugins",
+                0,
+                "motor drivers as hardware plugins for ros2_control, loaded by name",
+            )
+        ],
+    )
     present = await store.search(query, limit=1, threshold=0)
     assert present[0].chunk.document_id == absent[0].chunk.document_id
     assert present[0].score == pytest.approx(
