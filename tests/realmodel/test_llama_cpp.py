@@ -84,6 +84,12 @@ async def ask(agent: Agent, question: str, **fields: object) -> RunResult | RagA
         async for event in agent.run(req):
             if isinstance(event, Completed):
                 result = event.result
+                if event.error is not None:
+                    # A run that failed once started ends with Completed (status ERROR or
+                    # CANCELLED, the answer so far) carrying its error.
+                    assert result.status in {ResponseStatus.ERROR, ResponseStatus.CANCELLED}
+                    assert isinstance(event.error, RagAgentError), event.error
+                    return event.error
                 if result.status is ResponseStatus.SUCCESS:
                     assert result.answer.strip(), "SUCCESS with an empty answer"
                 return result
