@@ -17,6 +17,7 @@ from service.openai_errors import endpoint_error, message_of, retryable
 
 __all__ = [
     "EmptyStream",
+    "MalformedChunk",
     "endpoint_error",
     "message_of",
     "model_error",
@@ -29,6 +30,17 @@ __all__ = [
 class EmptyStream(ModelStreamInterrupted):
     """HTTP 200 and no chunk at all: how llama-cpp-python answers a streamed request with
     ``tool_choice: "auto"`` it cannot stream (and a prompt that overflows its window)."""
+
+
+class MalformedChunk(ModelStreamInterrupted):
+    """A streamed chunk that is valid JSON but not a Chat Completions chunk (a proxy's
+    error page re-encoded, a server speaking another dialect): the answer cannot go on."""
+
+    @classmethod
+    def of(cls, what: str, value: object) -> MalformedChunk:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        return cls(f"the model endpoint sent {what} in its answer stream: {shown}")
 
 
 def model_error(exc: Exception, deadline: Deadline) -> RagAgentError:

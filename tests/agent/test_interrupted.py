@@ -211,7 +211,8 @@ class _BrokenBody:
         if self.sent:
             raise httpx.RemoteProtocolError("peer closed connection (incomplete chunked read)")
         self.sent = True
-        body = {
+        # Streamed chunks are read as the decoded JSON, not the SDK's typed models.
+        return {
             "id": "chatcmpl-x",
             "object": "chat.completion.chunk",
             "created": 0,
@@ -220,20 +221,15 @@ class _BrokenBody:
                 {"index": 0, "delta": {"content": "A link"}, "finish_reason": None},
             ],
         }
-        return openai.types.chat.ChatCompletionChunk.model_validate(body)
-
-
-class _Completions:
-    async def create(self, **_: object) -> _BrokenBody:
-        return _BrokenBody()
 
 
 class _Client:
     max_retries = 0
     api_key = "k"
 
-    def __init__(self) -> None:
-        self.chat = type("Chat", (), {"completions": _Completions()})()
+    async def post(self, path: str, **_: object) -> _BrokenBody:
+        assert path == "/chat/completions"
+        return _BrokenBody()
 
     def with_options(self, **_: object) -> _Client:
         return self

@@ -41,6 +41,9 @@ class ChatReply:
     stall_after: int | None = None
     stall_for: float = 0.0
     malformed_after: int | None = None  # send an event whose data is not JSON
+    # Send ``foreign_data`` (JSON, but not a Chat Completions chunk) before this event.
+    foreign_after: int | None = None
+    foreign_data: str = "{}"
     drop_after: int | None = None  # close the connection mid-body
     reset_after: int | None = None  # reset the connection (TCP RST) mid-body
     # End the body cleanly (HTTP-wise) before this event: no finish reason, no [DONE]. 0 is

@@ -226,6 +226,8 @@ class FakeOpenAI:
                 return True
             if sent == reply.malformed_after:
                 await io.chunk(b'data: {"choices": [{"delta": {"content": "oo\n\n')
+            if sent == reply.foreign_after:
+                await io.chunk(b"data: " + reply.foreign_data.encode() + b"\n\n")
             if sent == reply.stall_after:
                 await io.pause(reply.stall_for)
             elif sent and reply.delta_interval:
