@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.retrieval.lexical import TermCheck
+from service.retrieval.lexical import TermCheck, stems
 from tests.helpers import add_documents, local_embedder, make_chunk, running_server
 
 
@@ -21,6 +21,25 @@ def test_specific_terms_are_rare_words_names_and_versions() -> None:
 def test_plural_terms_are_looked_up_with_their_singular() -> None:
     assert TermCheck.variants("rosbags") == "rosbags rosbag"
     assert TermCheck.variants("class") == "class"
+
+
+def test_inflected_terms_are_looked_up_in_every_form_they_may_come_from() -> None:
+    assert TermCheck.variants("calibrating").split() == ["calibrating", "calibrat", "calibrate"]
+    assert "plan" in stems("planned")
+    assert "body" in stems("bodies")
+    assert "tidy" in stems("tidying")
+    assert stems("lying") == []  # a base under three letters is never a stem
+    assert stems("class") == []
+    assert stems("catkin") == []
+
+
+def test_an_inflection_of_an_ordinary_word_is_ordinary() -> None:
+    # The vocabulary splits "tidying" (tidy + ing) though "tidy" is one token: a reader's
+    # inflection, not a rare term, whose absence from the book proves nothing.
+    check = TermCheck(local_embedder().count_tokens)
+    assert check.specific_terms("How is tidying a room broken down?") == []
+    # A rare word stays rare however it is inflected.
+    assert "catkins" in check.specific_terms("Which catkins build it?")
 
 
 def test_names_are_told_by_their_spelling() -> None:
@@ -56,6 +75,7 @@ async def test_a_question_about_a_term_the_corpus_lacks_scores_lower(tmp_path: P
         )
     assert known[0].score > 0.35
     # The same neighbour, but the question names a tool no chunk mentions.
+    # (The inflected form of a word the chunk holds is not such a term: see below.)
     assert unknown[0].chunk.document_id == "ros/build.md"
     assert unknown[0].score < known[0].score * 0.7
 
@@ -68,3 +88,13 @@ async def test_the_check_can_be_disabled(tmp_path: Path) -> None:
             "How do I build packages with catkin?", limit=1, threshold=0.0
         )
     assert hits[0].score > 0.3
+
+
+async def test_a_rare_term_found_in_another_form_is_not_out_of_the_corpus(tmp_path: Path) -> None:
+    docs = [make_chunk("ros/bags.md", "Record topics into a rosbag, then replay the rosbag.")]
+    async with running_server(tmp_path) as srv:
+        await add_documents(srv.runtime, docs)
+        plural = await srv.runtime.store.search("Which topics get rosbagged?", limit=1, threshold=0.0)
+        unknown = await srv.runtime.store.search("Which topics get mcapped?", limit=1, threshold=0.0)
+    assert plural[0].score > 0.35
+    assert unknown[0].score < plural[0].score * 0.7
