@@ -139,7 +139,7 @@ class TermCheck:
             )
             if len(parts) > 1 and _is_compound(token):
                 names.append(Name(tuple(parts), True))
-            if token[:1].isupper() and not starts_sentence:
+            if token[:1].isupper() and not starts_sentence and not _is_abbreviation(token):
                 run.append(token)
             else:
                 close_run()
@@ -195,8 +195,17 @@ def stems(word: str) -> list[str]:
 
 def _is_compound(token: str) -> bool:
     """An identifier rather than a hyphenated word: joined by "_" or ".", or hyphenated
-    with a capital or a digit in it ("ORB-SLAM3", "micro-ROS"; not "real-world")."""
+    with a capital or a digit in it ("ORB-SLAM3", "micro-ROS"; not "real-world"), and not
+    a dotted abbreviation ("i.e.", "e.g.", "a.k.a.")."""
+    if _is_abbreviation(token):
+        return False
     return "_" in token or "." in token or token != token.lower() or any(c.isdigit() for c in token)
+
+
+def _is_abbreviation(token: str) -> bool:
+    """Letters joined by dots, none longer than two: "i.e", "e.g", "a.k.a", "U.S"."""
+    parts = token.split(".")
+    return len(parts) > 1 and all(p.isalpha() and len(p) <= 2 for p in parts)
 
 
 async def unknown_term_factor(

@@ -56,6 +56,10 @@ def test_names_are_told_by_their_spelling() -> None:
     assert names("Is ORB-SLAM3 faster?") == [(("orb", "slam3"), True), (("orb", "slam3"), False)]
     # A capital opening a sentence, a hyphenated ordinary word: not names.
     assert names("Which real-world tasks? Gazebo runs them.") == []
+    # Dotted abbreviations are not dotted identifiers (found by heldout2, 2026-11-22).
+    assert names("Which layers, i.e. the parts, and what e.g. a node does?") == []
+    assert names("Is it sold in the U.S. or elsewhere?") == []
+    assert names("Does BehaviorTree.CPP run?") == [(("behaviortree", "cpp"), True)]
 
 
 async def test_a_question_about_a_term_the_corpus_lacks_scores_lower(tmp_path: Path) -> None:
