@@ -15,6 +15,9 @@ HELD_OUT = Path(__file__).with_name("heldout.jsonl")
 # Written 2026-11-22 before the stemming change of the term check, over the pages QUESTIONS and
 # HELD_OUT cover least, and never tuned on: it is measured once, after that change.
 HELD_OUT_2 = Path(__file__).with_name("heldout2.jsonl")
+# Written 2026-11-22 blind (without reading or running the retrieval method), over the pages the
+# three sets above cover least, for the next change of the method; not yet measured.
+HELD_OUT_3 = Path(__file__).with_name("heldout3.jsonl")
 MODULES = (
     "module-01-foundations",
     "module-02-digital-twin",
@@ -71,7 +74,7 @@ def test_expected_paths_exist(questions: list[EvalQuestion], shared_corpus: Path
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("held_out_file", [HELD_OUT, HELD_OUT_2], ids=lambda p: p.name)
+@pytest.mark.parametrize("held_out_file", [HELD_OUT, HELD_OUT_2, HELD_OUT_3], ids=lambda p: p.name)
 def test_the_held_out_sets_are_well_formed_and_point_at_real_pages(
     held_out_file: Path, shared_corpus: Path
 ) -> None:
@@ -89,17 +92,24 @@ def test_the_held_out_sets_are_well_formed_and_point_at_real_pages(
 
 
 @pytest.mark.corpus
-def test_the_second_held_out_set_covers_the_book_and_is_new(shared_corpus: Path) -> None:
-    held_out_2 = load_questions(HELD_OUT_2)
-    assert sum(q.answerable for q in held_out_2) >= 30
-    assert sum(not q.answerable for q in held_out_2) >= 30
-    test_every_part_of_the_book_is_covered(held_out_2)
-    earlier = load_questions(QUESTIONS) + load_questions(HELD_OUT)
-    assert not {q.id for q in earlier} & {q.id for q in held_out_2}
-    assert not {q.question for q in earlier} & {q.question for q in held_out_2}
-    assert len({q.id for q in held_out_2}) == len(held_out_2)
+@pytest.mark.parametrize(
+    ("held_out_file", "earlier_files"),
+    [(HELD_OUT_2, [QUESTIONS, HELD_OUT]), (HELD_OUT_3, [QUESTIONS, HELD_OUT, HELD_OUT_2])],
+    ids=["heldout2.jsonl", "heldout3.jsonl"],
+)
+def test_the_later_held_out_sets_cover_the_book_and_are_new(
+    held_out_file: Path, earlier_files: list[Path], shared_corpus: Path
+) -> None:
+    held_out = load_questions(held_out_file)
+    assert sum(q.answerable for q in held_out) >= 30
+    assert sum(not q.answerable for q in held_out) >= 30
+    test_every_part_of_the_book_is_covered(held_out)
+    earlier = [q for f in earlier_files for q in load_questions(f)]
+    assert not {q.id for q in earlier} & {q.id for q in held_out}
+    assert not {q.question for q in earlier} & {q.question for q in held_out}
+    assert len({q.id for q in held_out}) == len(held_out)
     # Every keyword is on each page the question names.
-    for question in held_out_2:
+    for question in held_out:
         for path in question.expected_paths:
             text = (shared_corpus / path).read_text(encoding="utf-8").lower()
             for keyword in question.answer_keywords:
