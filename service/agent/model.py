@@ -9,8 +9,9 @@ Two clocks bound a streamed turn: the first chunk may take ``first_token_timeout
 server reads a long RAG prompt before it writes anything), each later gap
 ``idle_timeout``. A call that outlives either is abandoned and never retried: the model
 server is still busy with it, and a second request would queue behind the first. Only
-failures before the answer began are retried here (429, 5xx that are not about the
-request, unreachable endpoints), with backoff and within the deadline.
+failures before the answer began are retried (429, 5xx that are not about the request,
+unreachable endpoints), with backoff and within the deadline: :mod:`service.agent.model_calls`
+sends the requests and reads the chunks.
 
 A turn is complete only when the model said how it ended (a finish reason); a stream that
 ends without one raises :class:`ModelStreamInterrupted` after the text that did arrive.
@@ -25,8 +26,6 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-import httpx
-import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
@@ -40,24 +39,18 @@ from service.agent.capabilities import (
     probe_context_tokens,
     token_counter,
 )
-from service.agent.model_errors import model_error, retryable, stream_broke
+from service.agent.model_calls import ModelCalls
 from service.agent.wait_clock import WaitClock
 from service.config import Settings
 from service.domain import Deadline, Usage
 from service.errors import (
     ConfigurationError,
-    DeadlineExceeded,
-    ModelStalled,
-    ModelUnavailable,
-    RagAgentError,
 )
 
 __all__ = ["ChatModel", "Completion", "OpenAIChatModel", "TextDelta", "ToolCallRequest", "TurnEnd"]
 
 # Local servers need no key but the client insists on one.
 PLACEHOLDER_API_KEY = "not-needed"
-_CONNECT_TIMEOUT_S = 10.0
-_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 
 ModelEvent = TextDelta | TurnEnd
 
@@ -159,9 +152,7 @@ class OpenAIChatModel:
         tool_calling: ToolCalling | None = None,
         base_url: str | None = None,
     ) -> None:
-        # Retries are this class's (so that a stall is never retried); the SDK makes none.
-        self._client = client.with_options(max_retries=0)
-        self._retries = client.max_retries
+        self._calls = ModelCalls(client, timeout=timeout)
         self._model = model
         self._max_tokens = max_tokens
         self._timeout = timeout
@@ -237,7 +228,7 @@ class OpenAIChatModel:
                 window = known_window(self._model) if self._base_url is None else None
                 if window is None:
                     window = await probe_context_tokens(
-                        self._base_url, self._model, self._client.api_key
+                        self._base_url, self._model, self._calls.api_key
                     )
                 self._capabilities.context_tokens = window or DEFAULT_CONTEXT_TOKENS
             return self._capabilities.context_tokens
@@ -255,7 +246,9 @@ class OpenAIChatModel:
         started = time.monotonic()
         request = self._request(messages, temperature, tools, tool_choice, max_tokens)
         request |= {"stream": True, "stream_options": {"include_usage": True}}
-        response = await self._create(request, deadline, self._first_token_timeout, streamed=True)
+        response = await self._calls.send(
+            request, deadline, self._first_token_timeout, streamed=True
+        )
         turn = Assembly()
         waits = WaitClock()  # one timer for the stream, not one per chunk
         try:
@@ -266,7 +259,7 @@ class OpenAIChatModel:
                     else:
                         wait = self._first_token_timeout - (time.monotonic() - started)
                         clock = "RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT"
-                    chunk = await self._next_chunk(
+                    chunk = await self._calls.next_chunk(
                         response, deadline, waits, wait=wait, clock=clock, turn=turn
                     )
                     if chunk is None:
@@ -289,7 +282,9 @@ class OpenAIChatModel:
     ) -> Completion:
         request = self._request(messages, temperature, tools, tool_choice, max_tokens)
         # The whole answer comes at once: reading the prompt, then writing the turn.
-        response = await self._create(request, deadline, self._first_token_timeout + self._timeout)
+        response = await self._calls.send(
+            request, deadline, self._first_token_timeout + self._timeout
+        )
         text, end = from_completion(
             cast(ChatCompletion, response),
             self._model,
@@ -321,109 +316,3 @@ class OpenAIChatModel:
 
     def _estimate(self, messages: Sequence[dict[str, Any]], text: str) -> Callable[[], Usage]:
         return lambda: Usage(self.count_messages(messages), self._count(text), estimated=True)
-
-    async def _create(
-        self, request: dict[str, Any], deadline: Deadline, read_s: float, *, streamed: bool = False
-    ) -> Any:
-        """Sends the request; retries what may succeed later, never a timeout.
-
-        A streamed request goes through the SDK's own request path (key, headers, HTTP status
-        errors, server-sent events, an error event in the stream) but yields each chunk as
-        the decoded JSON: the SDK's typed chunks cost 3x the CPU of the rest (see
-        :mod:`service.agent.assembly`).
-        """
-        attempt = 0
-        while True:
-            left = deadline.remaining()
-            if left is not None and left <= 0:
-                raise DeadlineExceeded("the deadline ran out before the model was called")
-            connect_s = min(_CONNECT_TIMEOUT_S, self._timeout)
-            timeout = httpx.Timeout(read_s, connect=connect_s)
-            try:
-                async with asyncio.timeout(left):
-                    if streamed:
-                        return await cast(Any, self._client).post(
-                            "/chat/completions",
-                            body=request,
-                            cast_to=object,
-                            options={"timeout": timeout},
-                            stream=True,
-                            stream_cls=openai.AsyncStream[Any],
-                        )
-                    return await cast(Any, self._client.chat.completions).create(
-                        **request, timeout=timeout
-                    )
-            except TimeoutError:
-                raise DeadlineExceeded("the deadline ran out while waiting for the model") from None
-            except openai.APITimeoutError as exc:
-                if not isinstance(exc.__cause__, httpx2.ConnectTimeout):  # the SDK's HTTP client
-                    if left is not None and left <= read_s:
-                        ran_out = "the deadline ran out waiting for the model"
-                        raise DeadlineExceeded(ran_out) from None
-                    raise ModelStalled(
-                        f"the model sent nothing for {read_s:g} s "
-                        "(RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT); not retried: the server is still "
-                        "busy with the request"
-                    ) from None
-                # No connection within connect_s: the request was never sent, so the endpoint
-                # is unreachable for now (retried like a refused connection); the deadline,
-                # with time left, is not what ran out (the soak saw this reported as one).
-                failure: Exception = exc
-                error: RagAgentError = ModelUnavailable(
-                    f"the model endpoint accepted no connection in {connect_s:g} s"
-                )
-            except (openai.OpenAIError, ValueError) as exc:
-                failure, error = exc, model_error(exc, deadline)
-            if attempt >= self._retries or not retryable(error):
-                raise error from failure
-            delay = _backoff(error, attempt)
-            left = deadline.remaining()
-            if left is not None and left <= delay:
-                raise error from failure
-            attempt += 1
-            await asyncio.sleep(delay)
-
-    async def _next_chunk(
-        self,
-        response: openai.AsyncStream[Any],
-        deadline: Deadline,
-        waits: WaitClock,
-        *,
-        wait: float,
-        clock: str,
-        turn: Assembly,
-    ) -> object | None:
-        left = deadline.remaining()
-        bound = max(0.0, wait if left is None else min(wait, left))
-        try:
-            waits.begin(bound)
-            try:
-                return await anext(response)
-            finally:
-                cut = waits.end()
-        except StopAsyncIteration:
-            return None
-        except asyncio.CancelledError:
-            if not cut:
-                raise  # the caller's cancellation
-            if left is not None and left <= wait:
-                raise DeadlineExceeded("the deadline ran out while the model was writing") from None
-            raise ModelStalled(
-                f"the model stream sent nothing for {wait:.3g} s ({clock})"
-            ) from None
-        except openai.APITimeoutError as exc:
-            raise model_error(exc, deadline) from exc
-        except (openai.APIConnectionError, httpx.TransportError) as exc:
-            if turn.finish_reason:
-                return None  # the answer is whole; only the usage chunk after it was lost
-            # The body broke after the response began (reset, EOF mid-chunk). This SDK wraps
-            # transport errors; others let httpx's own escape, which must not become INTERNAL.
-            raise stream_broke(exc) from exc
-        except (openai.OpenAIError, ValueError) as exc:
-            raise model_error(exc, deadline) from exc
-
-
-def _backoff(error: RagAgentError, attempt: int) -> float:
-    hinted = getattr(error, "retry_after_s", None)
-    base = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
-    return max(base, min(float(hinted), 30.0)) if isinstance(hinted, int | float) else base
