@@ -54,7 +54,7 @@ __all__ = [
 
 
 def cache_home() -> Path:
-    # An empty XDG_CACHE_HOME counts as unset, as in service/config.py.
+    # An empty XDG_CACHE_HOME counts as unset, as in service/config/paths.py.
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
