@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeGuard
 
 from openai.types.chat import ChatCompletion
 
@@ -185,9 +185,9 @@ def _usage(usage: object) -> Usage:
     if isinstance(usage, Mapping):
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if _count(prompt) and _count(completion):
-            return Usage(cast(int, prompt), cast(int, completion))
+            return Usage(prompt, completion)
     raise MalformedChunk.of("a usage without token counts", usage)
 
 
-def _count(value: object) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

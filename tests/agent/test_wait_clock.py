@@ -78,19 +78,20 @@ async def test_between_waits_the_task_is_never_cancelled() -> None:
     clock.close()
 
 
+async def _reader(bound: float, cut: list[bool]) -> None:
+    """Waits 5 s under a clock of ``bound`` s; records whether the clock cut the wait."""
+    clock = WaitClock()
+    clock.begin(bound)
+    try:
+        await asyncio.sleep(5)
+    finally:
+        cut.append(clock.end())
+        clock.close()
+
+
 async def test_the_callers_cancellation_is_not_taken_for_the_clocks() -> None:
     cut: list[bool] = []
-
-    async def reader() -> None:
-        clock = WaitClock()
-        clock.begin(5.0)
-        try:
-            await asyncio.sleep(5)
-        finally:
-            cut.append(clock.end())
-            clock.close()
-
-    task = asyncio.create_task(reader())
+    task = asyncio.create_task(_reader(5.0, cut))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -100,17 +101,7 @@ async def test_the_callers_cancellation_is_not_taken_for_the_clocks() -> None:
 
 async def test_a_cancellation_during_a_cut_wait_stays_a_cancellation() -> None:
     cut: list[bool] = []
-
-    async def reader() -> None:
-        clock = WaitClock()
-        clock.begin(0.0)
-        try:
-            await asyncio.sleep(5)
-        finally:
-            cut.append(clock.end())
-            clock.close()
-
-    task = asyncio.create_task(reader())
+    task = asyncio.create_task(_reader(0.0, cut))
     await asyncio.sleep(0)  # the reader waits
     await asyncio.sleep(0)  # the clock fires
     task.cancel()  # and the caller cancels before the reader runs again
