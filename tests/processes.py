@@ -261,9 +261,14 @@ class Ragagent:
             text=True,
         )
         self._lines: list[str] = []
+        self._out: list[str] = []
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        # stdout has its own reader: communicate() would read (and close) stderr under the
+        # stderr reader's feet ("I/O operation on closed file" in that thread).
+        self._out_reader = threading.Thread(target=self._read_out, daemon=True)
+        self._out_reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -271,6 +276,10 @@ class Ragagent:
             with self._changed:
                 self._lines.append(line)
                 self._changed.notify_all()
+
+    def _read_out(self) -> None:
+        assert self.process.stdout is not None
+        self._out.extend(self.process.stdout)
 
     @property
     def stderr(self) -> str:
@@ -305,9 +314,10 @@ class Ragagent:
 
     def finish(self, timeout: float = 300.0) -> tuple[int, str]:
         """Waits for the end: the exit code and stdout."""
-        out, _ = self.process.communicate(timeout=timeout)
+        self.process.wait(timeout)
         self._reader.join(5)
-        return self.process.returncode, out
+        self._out_reader.join(5)
+        return self.process.returncode, "".join(self._out)
 
     def kill(self) -> None:
         if self.process.poll() is None:
