@@ -100,6 +100,7 @@ async def open_store(
             call_timeout=settings.qdrant_timeout,
             term_check=term_check,
             hybrid=settings.retrieval_mode == "hybrid",
+            piece_weight=settings.piece_weight,
         )
         stack.push_async_callback(edge.close)
         if old_store_holds(settings.qdrant_path, settings.qdrant_collection):
@@ -119,6 +120,7 @@ async def open_store(
         timeout=settings.qdrant_timeout,
         term_check=term_check,
         hybrid=settings.retrieval_mode == "hybrid",
+        piece_weight=settings.piece_weight,
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()

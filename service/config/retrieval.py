@@ -41,6 +41,16 @@ class StoreSettings(BaseModel):
         "(a rare word, a name, a version, an acronym, a compound identifier such as "
         "ros2_control) that no chunk contains; 1 disables the check.",
     )
+    # 0.9: measured on the four read question sets (service.retrieval.piece_vectors.PieceMatch);
+    # 1 lets a short piece that repeats the question's words outrank whole chunks.
+    piece_weight: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Dense searches also score a chunk by its best sentence, list item or "
+        "table row (vectors stored at ingest): score = max(cosine, weight x best piece "
+        "cosine), over 20 candidates; 0 disables it. Hybrid searches keep the cosine.",
+    )
     retrieval_mode: Literal["dense", "hybrid"] = Field(
         "dense",
         description="dense: embedding similarity alone. hybrid: embedding and BM25 term "

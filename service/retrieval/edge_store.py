@@ -40,7 +40,7 @@ from service.retrieval.edge_payload import (
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
 from service.retrieval.lexical import TermCheck, unknown_term_factor
-from service.retrieval.qdrant_payload import rank, url_prefixes
+from service.retrieval.qdrant_payload import piece_search, rank, url_prefixes
 
 log = get_logger("ragagent.store")
 
@@ -58,12 +58,15 @@ class EdgeStore:
         collection: str,
         term_check: TermCheck | None = None,
         hybrid: bool = False,
+        piece_weight: float = 0.0,
     ) -> None:
         self._calls = calls
         self._shard = calls.shard
         self._embedder = embedder
         self._collection = collection
         self._term_check = term_check
+        # > 0: dense searches also score chunks by their best piece (PieceMatch).
+        self.piece_weight = piece_weight
         self._bm25 = qe.Bm25()
         self.hybrid = hybrid
         self.rrf_k = RRF_K
@@ -80,6 +83,7 @@ class EdgeStore:
         call_timeout: float = 10.0,
         term_check: TermCheck | None = None,
         hybrid: bool = False,
+        piece_weight: float = 0.0,
     ) -> EdgeStore:
         """Opens the shard in ``root`` (made if absent) on the executor: loading blocks."""
         calls = await executor.run(
@@ -91,7 +95,10 @@ class EdgeStore:
                 timeout=call_timeout,
             )
         )
-        return cls(calls, embedder, collection=collection, term_check=term_check, hybrid=hybrid)
+        return cls(
+            calls, embedder, collection=collection, term_check=term_check, hybrid=hybrid,
+            piece_weight=piece_weight,
+        )  # fmt: skip
 
     @property
     def collection(self) -> str:
@@ -139,14 +146,16 @@ class EdgeStore:
         edge_filter, exact_prefix = to_edge_filter(filters)
         # A prefix not ending at "/" is refined here, so ask for more to still fill `limit`.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
+        pieces = None
         if self.hybrid and query.strip():
             points = await self._hybrid(vector, query, fetch, edge_filter, deadline)
         else:
+            pieces, fetch, cut = piece_search(vector, self.piece_weight, fetch, threshold)
             request = qe.QueryRequest(
                 limit=fetch,
                 query=qe.Query.Nearest(list(vector), using=DENSE),
                 filter=edge_filter,
-                score_threshold=threshold if threshold > 0 else None,
+                score_threshold=cut,
                 with_payload=True,
             )
             found = await self._calls.read(
@@ -157,7 +166,9 @@ class EdgeStore:
         if points and self._term_check is not None:
             seen = [str(payload.get("text", "")) for payload, _ in points]
             factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
-        return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
+        return rank(
+            points, factor=factor, exact_prefix=exact_prefix, threshold=threshold, pieces=pieces
+        )[:limit]
 
     async def _hybrid(
         self,

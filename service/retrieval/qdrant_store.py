@@ -33,6 +33,7 @@ from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_co
 from service.retrieval.qdrant_payload import (
     match_value,
     open_qdrant_client,
+    piece_search,
     rank,
     to_filter,
     url_prefixes,
@@ -64,11 +65,14 @@ class QdrantStore:
         term_check: TermCheck | None = None,
         executor: Blocking | None = None,
         hybrid: bool = False,
+        piece_weight: float = 0.0,
     ) -> None:
         self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
         self._call = self._calls.run
         self._client = client
         self._term_check = term_check
+        # > 0: dense searches also score chunks by their best piece (PieceMatch).
+        self.piece_weight = piece_weight
         # The embedded store ignores payload indexes (and warns); a server needs them.
         self._payload_indexes = payload_indexes
         self._embedder = embedder
@@ -137,9 +141,11 @@ class QdrantStore:
         # A prefix that does not end at "/" is matched on its last "/" and refined here, so
         # ask for more to still return `limit` hits after refining.
         fetch = limit if exact_prefix is None else min(limit * 4, 200)
+        pieces = None
         if self.hybrid and self._named and query.strip():
             points = await self._hybrid(vector, query, fetch, query_filter, deadline)
         else:
+            pieces, fetch, cut = piece_search(vector, self.piece_weight, fetch, threshold)
             response = await self._call(
                 partial(
                     self._client.query_points,
@@ -148,7 +154,7 @@ class QdrantStore:
                     using=DENSE if self._named else None,
                     limit=fetch,
                     query_filter=query_filter,
-                    score_threshold=threshold if threshold > 0 else None,
+                    score_threshold=cut,
                     with_payload=True,
                 ),
                 deadline,
@@ -159,7 +165,9 @@ class QdrantStore:
         if points and self._term_check is not None:
             seen = [str(payload.get("text", "")) for payload, _ in points]
             factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
-        return rank(points, factor=factor, exact_prefix=exact_prefix, threshold=threshold)[:limit]
+        return rank(
+            points, factor=factor, exact_prefix=exact_prefix, threshold=threshold, pieces=pieces
+        )[:limit]
 
     async def _hybrid(
         self,

@@ -43,6 +43,17 @@ _ENGLISHES = (
 _ANYWHERE = (("grey", "gray"), ("aluminium", "aluminum"))
 _MIN_STEM = 3
 _MIN_PART = 3
+# English affixes that build an ordinary word from another ("mismatch", "softens",
+# "reimplementations"). Left out: affixes that also make names and trade terms from
+# ordinary roots (-er: Docker; -less; de-; multi-: multicast; dis-; pre-), which lost
+# rejected questions on the read sets when included.
+_PREFIXES = ("re", "un", "mis", "non", "over", "under", "sub", "inter", "counter", "semi")
+_SUFFIXES = (
+    "ations", "ation", "ions", "ion", "ments", "ment", "ness", "ens", "en", "ity", "ities",
+    "ize", "ise", "izes", "ises", "ful",
+)  # fmt: skip
+_MIN_ROOT = 4
+_ROOT_DEPTH = 3
 
 
 def stems(word: str) -> list[str]:
@@ -63,6 +74,30 @@ def stems(word: str) -> list[str]:
         if suffix == "ing" and base.endswith("y"):
             found.append(base[:-1] + "ie")
     return _new(word, found)
+
+
+def roots(word: str) -> list[str]:
+    """The words ``word`` may be built from by inflection and the affixes above, up to
+    three deep, without ``word``: "reimplementations" -> reimplementation, ...,
+    implement; "softens" -> soften, soft; "mismatch" -> match."""
+    found: list[str] = []
+    frontier = [word]
+    for _ in range(_ROOT_DEPTH):
+        made: list[str] = []
+        for form in frontier:
+            made += stems(form)  # as short as an inflection allows: "tugging" -> tug
+            made += [
+                root
+                for root in (form[len(p) :] for p in _PREFIXES if form.startswith(p))
+                if len(root) >= _MIN_ROOT
+            ]
+            for suffix in _SUFFIXES:
+                base = form[: -len(suffix)]
+                if form.endswith(suffix) and len(base) >= _MIN_ROOT:
+                    made += [base, base + "e"]
+        frontier = [m for m in _new(word, made) if m not in found]
+        found += frontier
+    return found
 
 
 def spellings(word: str) -> list[str]:

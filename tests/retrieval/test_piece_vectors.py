@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from service.agent.sentences import split_pieces
 from service.ingest.loader import SourceDocument
@@ -111,3 +112,19 @@ async def test_an_ingested_chunk_carries_its_piece_vectors_through_the_store(
     stored = piece_vectors.decode(hit.chunk.piece_vectors, len(pieces), 384)
     assert stored is not None
     assert (np.linalg.norm(stored, axis=1) > 0.99).sum() >= len(pieces) - 1
+
+
+def test_a_chunk_scores_by_its_best_piece_when_it_has_readable_pieces() -> None:
+    rows = np.zeros((3, 4), dtype=np.float32)
+    rows[0] = [1, 0, 0, 0]
+    rows[2] = [0, 0.6, 0.8, 0]  # row 1 is zero: a piece that could not be placed
+    encoded = piece_vectors.encode(rows)
+    query = np.asarray([0, 0.6, 0.8, 0], dtype=np.float32)
+    assert piece_vectors.best_similarity(encoded, query) == pytest.approx(1.0, abs=1e-3)
+    match = piece_vectors.PieceMatch.of(query.tolist(), 0.9)
+    assert match.score(0.5, encoded) == pytest.approx(0.9, abs=1e-3)
+    assert match.score(0.95, encoded) == 0.95  # the chunk itself matches better
+    # Nothing readable: the chunk's own cosine, never an error.
+    for stored in ("", None, 42, "pieces-0:3:AAAA", "pieces-1:x:AAAA", "pieces-1:0:",
+                   "pieces-1:3:not base64!", piece_vectors.encode(rows[:, :2])):  # fmt: skip
+        assert match.score(0.5, stored) == 0.5

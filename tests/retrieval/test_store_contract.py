@@ -9,14 +9,17 @@ import hashlib
 import math
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from service.domain import Chunk, Deadline, SearchFilters
 from service.errors import DeadlineExceeded, StoreLocked, StoreMismatch
 from service.executor import BlockingExecutor
+from service.retrieval import piece_vectors
 from service.retrieval.base import ChunkStore
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.lexical import TermCheck
@@ -317,6 +320,58 @@ async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(store: ChunkStore) -
     ros_only = SearchFilters(module="ros")
     filtered = await store.search(query, limit=3, threshold=0.0, filters=ros_only)
     assert {h.chunk.document_id for h in filtered} <= {"ros-nodes"}
+
+
+def with_pieces(embedder: WordsEmbedder, item: Chunk, pieces: Sequence[str]) -> Chunk:
+    """The chunk with its pieces' vectors stored, as ingestion stores them."""
+    matrix = np.asarray([embedder.vector(p) for p in pieces], dtype=np.float32)
+    return replace(item, piece_vectors=piece_vectors.encode(matrix))
+
+
+FACT = "the depth camera streams ninety frames each second"
+MIXED = with_pieces(
+    WordsEmbedder(),
+    chunk(
+        "sim-sensors", 0,
+        "Gazebo simulates robots with physics engines, joints, friction, gravity and "
+        f"collisions of every link. Meanwhile {FACT}.",
+    ),
+    ["Gazebo simulates robots with physics engines, joints, friction, gravity and "
+     "collisions of every link.", f"Meanwhile {FACT}."],
+)  # fmt: skip
+CAMERAS = [chunk("cameras", 0, "a depth camera and a colour camera on the robot head")]
+
+
+async def test_a_chunk_is_also_scored_by_its_best_piece(store: ChunkStore) -> None:
+    assert isinstance(store, EdgeStore | QdrantStore)
+    embedder = WordsEmbedder()
+    await put(store, [MIXED])
+    await put(store, CAMERAS)
+    query = "how many frames each second does the depth camera stream"
+    whole = dot(embedder.vector(query), embedder.vector(MIXED.text))
+    best = dot(embedder.vector(query), embedder.vector(f"Meanwhile {FACT}."))
+    # The fact is diluted in its chunk: by chunk vectors alone the other page comes first.
+    assert whole < dot(embedder.vector(query), embedder.vector(CAMERAS[0].text)) < 0.9 * best
+    plain = await store.search(query, limit=2, threshold=0.0)
+    assert [h.chunk.document_id for h in plain] == ["cameras", "sim-sensors"]
+    store.piece_weight = 0.9
+    scored = await store.search(query, limit=2, threshold=0.0)
+    assert [h.chunk.document_id for h in scored] == ["sim-sensors", "cameras"]
+    assert scored[0].score == pytest.approx(0.9 * best, abs=1e-3)  # float16 pieces
+    # A threshold above the chunk's own cosine: its piece still carries it through.
+    assert whole < 0.9 * best - 0.05
+    above = await store.search(query, limit=2, threshold=whole + 0.05)
+    assert above[0].chunk.document_id == "sim-sensors"
+    # Hybrid keeps the fusion's order and the cosine scores (pieces not used).
+    store.hybrid = True
+    fused = await store.search(query, limit=2, threshold=0.0)
+    assert {h.chunk.document_id: h.score for h in fused}["sim-sensors"] == pytest.approx(
+        whole, abs=1e-4
+    )
+
+
+def dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(np.dot(a, b))
 
 
 async def test_a_server_collection_from_before_records_gets_them_once(tmp_path: Path) -> None:

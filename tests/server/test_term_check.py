@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.retrieval.lexical import TermCheck
-from service.retrieval.spelling import forms, open_compounds, spellings, stems
+from service.retrieval.spelling import forms, open_compounds, roots, spellings, stems
 from tests.helpers import add_documents, local_embedder, make_chunk, running_server
 
 
@@ -55,6 +55,23 @@ def test_an_inflection_of_an_ordinary_word_is_ordinary() -> None:
     assert check.specific_terms("How is tidying a room broken down?") == []
     # A rare word stays rare however it is inflected.
     assert "catkins" in check.specific_terms("Which catkins build it?")
+
+
+def test_a_word_built_from_an_ordinary_word_is_ordinary() -> None:
+    # English affixes on a whole word: the vocabulary splits these, the reader meant words.
+    assert "match" in roots("mismatch")
+    assert "soft" in roots("softens")
+    assert "implement" in roots("reimplementations")
+    assert set(stems("tidying")) <= set(roots("tidying"))
+    # Affixes that also make names are not stripped (Docker is no dock), nor short roots.
+    assert roots("docker") == []
+    assert roots("multicast") == []
+    assert "act" not in roots("react")
+    check = TermCheck(local_embedder().count_tokens)
+    question = "Why does the mismatch in rates matter, and what softens the shadows?"
+    assert check.specific_terms(question) == []
+    assert check.specific_terms("Are there reimplementations of Whisper?") == []
+    assert "docker" in check.specific_terms("How do I run it in docker?")
 
 
 def test_names_are_told_by_their_spelling() -> None:
