@@ -56,8 +56,10 @@ class StoreSettings(BaseModel):
         description="dense: embedding similarity alone. hybrid: embedding and BM25 term "
         "matches fused by rank (RRF); scores stay the embedding's cosine.",
     )
+    # lexical since 2026-11-23: over piece-scored candidates it raised MRR on the four read
+    # question sets from 0.894 to 0.918 (recall@5 0.964 -> 0.971), weights 0.1-0.3 alike.
     reranker: Literal["none", "lexical"] = Field(
-        "none",
+        "lexical",
         description="Reorders 3x the requested results after retrieval; lexical: a bonus for "
         "the query's rarer words found in a chunk. Scores and the threshold are unchanged.",
     )
