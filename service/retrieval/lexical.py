@@ -30,7 +30,11 @@ set's one lost question. That measurement found the other spellings readers use 
 British, closed compounds): :mod:`service.retrieval.spelling`. The third held-out set
 found long ordinary words the vocabulary splits ("mismatch", "softens",
 "reimplementations"): since 2026-11-23 a word built by English affixes from a whole word
-(:func:`~service.retrieval.spelling.roots`) is ordinary too.
+(:func:`~service.retrieval.spelling.roots`) is ordinary too. The fourth found names in
+ordinary words written with a capital ("the Hungarian algorithm", "the Piper engine"),
+which are now specific terms when capitalised inside a sentence; quantities read as
+identifiers ("100-millisecond", which the book writes "100ms"); and agent nouns the book
+writes as verbs ("helper", "visualiser"), now looked up in those forms.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ _WORD = re.compile(r"[^\W_]+")  # the store's word tokenizer: alphanumeric runs,
 # A query token with its joiners kept: "ros2_control", "ORB-SLAM3", "BehaviorTree.CPP".
 _TOKEN = re.compile(r"[^\W_]+(?:[_.\-+][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+_QUANTITY = re.compile(r"\d+(?:-[^\W\d_]+)+")
 # A compound whose parts may be looked up apart only if they stay adjacent: the index splits
 # "ros2_control" into "ros2" and "control", both everywhere in a ROS book.
 _MAX_CANDIDATES = 32
@@ -107,16 +112,36 @@ class TermCheck:
         self.penalty = penalty
 
     def specific_terms(self, query: str) -> list[str]:
-        """Lower-cased terms of the query that are rare words, in order, without repeats."""
+        """Lower-cased terms of the query that are rare words or capitalised inside a
+        sentence ("the Hungarian algorithm", "the Piper engine": a proper name, however
+        common its word), in order, without repeats."""
+        capitalised = self.capitalised(query)
         terms: list[str] = []
         for word in self.words(query):
             if len(word) < 3 or word in STOPWORDS or word in terms:
                 continue
-            if any(ch.isdigit() for ch in word) or (
-                not self._is_whole(word) and not any(self._is_whole(s) for s in roots(word))
+            if (
+                word in capitalised
+                or any(ch.isdigit() for ch in word)
+                or (not self._is_whole(word) and not any(self._is_whole(s) for s in roots(word)))
             ):
                 terms.append(word)
         return terms
+
+    @staticmethod
+    def capitalised(query: str) -> set[str]:
+        """Lower-cased words written with a capital inside a sentence (not after its end,
+        not a dotted abbreviation)."""
+        found: set[str] = set()
+        for match in _TOKEN.finditer(query):
+            token = match.group()
+            if (
+                token[:1].isupper()
+                and not _starts_sentence(query, match.start())
+                and not _is_abbreviation(token)
+            ):
+                found.update(TermCheck.words(token))
+        return found
 
     def _is_whole(self, word: str) -> bool:
         """The model's vocabulary holds the word as one token: ordinary language."""
@@ -138,12 +163,10 @@ class TermCheck:
         for match in _TOKEN.finditer(query):
             token = match.group()
             parts = TermCheck.words(token)
-            # A capital at the start of a sentence says nothing.
-            starts_sentence = not query[: match.start()].strip() or bool(
-                _SENTENCE_END.search(query[: match.start()])
-            )
             if len(parts) > 1 and _is_compound(token):
                 names.append(Name(tuple(parts), True))
+            # A capital at the start of a sentence says nothing.
+            starts_sentence = _starts_sentence(query, match.start())
             if token[:1].isupper() and not starts_sentence and not _is_abbreviation(token):
                 run.append(token)
             else:
@@ -168,11 +191,17 @@ class TermCheck:
         return [Name(pair, True) for pair in open_compounds(term, self._is_whole)]
 
 
+def _starts_sentence(query: str, at: int) -> bool:
+    before = query[:at]
+    return not before.strip() or bool(_SENTENCE_END.search(before))
+
+
 def _is_compound(token: str) -> bool:
     """An identifier rather than a hyphenated word: joined by "_" or ".", or hyphenated
     with a capital or a digit in it ("ORB-SLAM3", "micro-ROS"; not "real-world"), and not
-    a dotted abbreviation ("i.e.", "e.g.", "a.k.a.")."""
-    if _is_abbreviation(token):
+    a dotted abbreviation ("i.e.", "e.g.", "a.k.a.") nor a quantity ("100-millisecond",
+    "3-DOF": a number and words, which the book may write "100ms" or "3 DOF")."""
+    if _is_abbreviation(token) or _QUANTITY.fullmatch(token):
         return False
     return "_" in token or "." in token or token != token.lower() or any(c.isdigit() for c in token)
 

@@ -34,7 +34,9 @@ _ENGLISHES = (
     ("ise", "ize"),
     ("ised", "ized"),
     ("ising", "izing"),
+    ("iser", "izer"),
     ("yse", "yze"),
+    ("yser", "yzer"),
     ("our", "or"),
     ("tre", "ter"),
     ("ogue", "og"),
@@ -107,6 +109,11 @@ def spellings(word: str) -> list[str]:
     for form in (word, *stems(word)):
         found += _other_english(form)
         found += [form + suffix for suffix in _DERIVATIONS]
+        # The verb of an agent noun: "helper" -> help, "visualiser" -> visualise (-> ize).
+        # Looked up only, never taken as proof that a word is ordinary: Docker is no dock.
+        if form.endswith("er") and len(form) - 2 >= _MIN_ROOT:
+            for verb in (form[:-2], form[:-1]):
+                found += [verb, *_other_english(verb)]
     return _new(word, found)
 
 

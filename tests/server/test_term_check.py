@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.retrieval.lexical import TermCheck
+from service.retrieval.lexical import Name, TermCheck
 from service.retrieval.spelling import forms, open_compounds, roots, spellings, stems
 from tests.helpers import add_documents, local_embedder, make_chunk, running_server
 
@@ -70,8 +70,38 @@ def test_a_word_built_from_an_ordinary_word_is_ordinary() -> None:
     check = TermCheck(local_embedder().count_tokens)
     question = "Why does the mismatch in rates matter, and what softens the shadows?"
     assert check.specific_terms(question) == []
-    assert check.specific_terms("Are there reimplementations of Whisper?") == []
+    assert check.specific_terms("Are there reimplementations of whisper?") == []
     assert "docker" in check.specific_terms("How do I run it in docker?")
+
+
+def test_a_word_capitalised_inside_a_sentence_is_a_specific_term() -> None:
+    check = TermCheck(local_embedder().count_tokens)
+    # Ordinary words to the vocabulary, proper names here: the corpus must hold them.
+    assert "hungarian" in check.specific_terms("How does the Hungarian algorithm match?")
+    assert "piper" in check.specific_terms("Can it speak with the Piper engine?")
+    # At the start of a sentence a capital says nothing; nor does a dotted abbreviation.
+    assert check.specific_terms("Hungarian food? Piper said so.") == []
+    assert check.capitalised("What is e.g. I.E. here") == set()
+
+
+def test_a_number_with_words_is_a_quantity_not_an_identifier() -> None:
+    # "100-millisecond" may be written "100ms": not a compound whose parts must be adjacent.
+    assert TermCheck.names("How many samples make a 100-millisecond chunk?") == []
+    assert TermCheck.names("A 3-DOF arm") == []
+    assert Name(("orb", "slam3"), True) in TermCheck.names("Is ORB-SLAM3 used?")
+    assert [n.words for n in TermCheck.names("In Isaac Sim 2024.1")] == [
+        ("2024", "1"),
+        ("isaac", "sim"),
+    ]
+
+
+def test_agent_nouns_are_looked_up_with_their_verb() -> None:
+    # Looked up only: the book writing "help" finds "helper"; "visualiser" -> visualize.
+    assert {"help"} <= set(forms("helper"))
+    assert {"visualizer", "visualise", "visualize"} <= set(forms("visualiser"))
+    assert "analyzer" in forms("analyser")
+    # Never proof that a word is ordinary language (Docker is no dock).
+    assert roots("docker") == []
 
 
 def test_names_are_told_by_their_spelling() -> None:
