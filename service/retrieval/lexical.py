@@ -63,6 +63,8 @@ _WORD = re.compile(r"[^\W_]+")  # the store's word tokenizer: alphanumeric runs,
 _TOKEN = re.compile(r"[^\W_]+(?:[_.\-+][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 _QUANTITY = re.compile(r"\d+(?:-[^\W\d_]+)+")
+_JOINER = re.compile(r"[_.\-+]")
+_DESCRIBED = re.compile(r"[^\W_]+(?:-[a-z]+)+")
 # A compound whose parts may be looked up apart only if they stay adjacent: the index splits
 # "ros2_control" into "ros2" and "control", both everywhere in a ROS book.
 _MAX_CANDIDATES = 32
@@ -140,7 +142,11 @@ class TermCheck:
                 and not _starts_sentence(query, match.start())
                 and not _is_abbreviation(token)
             ):
-                found.update(TermCheck.words(token))
+                # "GPU-heavy": the name, not the word describing it.
+                parts = _JOINER.split(token)
+                found.update(
+                    w for part in parts if part[:1].isupper() for w in TermCheck.words(part)
+                )
         return found
 
     def _is_whole(self, word: str) -> bool:
@@ -200,8 +206,10 @@ def _is_compound(token: str) -> bool:
     """An identifier rather than a hyphenated word: joined by "_" or ".", or hyphenated
     with a capital or a digit in it ("ORB-SLAM3", "micro-ROS"; not "real-world"), and not
     a dotted abbreviation ("i.e.", "e.g.", "a.k.a.") nor a quantity ("100-millisecond",
-    "3-DOF": a number and words, which the book may write "100ms" or "3 DOF")."""
-    if _is_abbreviation(token) or _QUANTITY.fullmatch(token):
+    "3-DOF": a number and words, which the book may write "100ms" or "3 DOF") nor a
+    name with an ordinary word after it ("GPU-heavy", "ZMP-based": its name is looked up
+    as a capitalised term)."""
+    if _is_abbreviation(token) or _QUANTITY.fullmatch(token) or _DESCRIBED.fullmatch(token):
         return False
     return "_" in token or "." in token or token != token.lower() or any(c.isdigit() for c in token)
 

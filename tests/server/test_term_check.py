@@ -88,6 +88,10 @@ def test_a_number_with_words_is_a_quantity_not_an_identifier() -> None:
     # "100-millisecond" may be written "100ms": not a compound whose parts must be adjacent.
     assert TermCheck.names("How many samples make a 100-millisecond chunk?") == []
     assert TermCheck.names("A 3-DOF arm") == []
+    # A name described by an ordinary word: the name is a capitalised term, no compound.
+    assert TermCheck.names("What card for the GPU-heavy parts?") == []
+    assert TermCheck.capitalised("What card for the GPU-heavy parts?") == {"gpu"}
+    assert Name(("micro", "ros"), True) in TermCheck.names("Is micro-ROS covered?")
     assert Name(("orb", "slam3"), True) in TermCheck.names("Is ORB-SLAM3 used?")
     assert [n.words for n in TermCheck.names("In Isaac Sim 2024.1")] == [
         ("2024", "1"),
