@@ -7,7 +7,9 @@ shows what the server adds: interceptor, validation, protobuf conversion and the
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
@@ -17,7 +19,8 @@ from service.config import Settings
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
-from service.runtime import Runtime
+from service.retrieval.edge_store import EdgeStore
+from service.runtime import Runtime, searcher
 from service.server import AgentServer
 from tests.bench.common import corpus, report, summary, timed
 
@@ -41,9 +44,31 @@ async def main() -> None:
             port = await server.start()
             rotation = iter(range(10**9))
 
+            # What Retrieve runs, called in-process: the store's search (pieces scored)
+            # and the reranker the settings name.
+            search = searcher(settings, runtime.store)
+
             async def direct() -> None:
                 query = QUERIES[next(rotation) % len(QUERIES)]
-                await runtime.store.search(query, limit=5, threshold=0.35)
+                await search.search(query, limit=5, threshold=0.35)
+
+            # What the quality steps cost (piece scoring and reranking, 2026-11-23): the same
+            # searches on the cosine alone, interleaved with the default ones.
+            store = runtime.store
+            assert isinstance(store, EdgeStore)
+            plain_s: list[float] = []
+            steps_s: list[float] = []
+            for index in range(REPEAT + 1):
+                query = QUERIES[index % len(QUERIES)]
+                for weight, retriever, samples in (
+                    (0.0, store, plain_s),
+                    (settings.piece_weight, search, steps_s),
+                ):
+                    store.piece_weight = weight
+                    started = time.perf_counter()
+                    await retriever.search(query, limit=5, threshold=0.35)
+                    samples.append(time.perf_counter() - started)
+            store.piece_weight = settings.piece_weight
 
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = agent_pb2_grpc.AgentServiceStub(channel)
@@ -58,6 +83,13 @@ async def main() -> None:
             await server.stop(0)
             await runtime.close()
     print(f"corpus: {name}; {REPEAT} queries each")
+    report(
+        "search with pieces scored and reranked (in-process, embedding included)",
+        summary(steps_s[1:]),
+        f"the cosine alone: {summary(plain_s[1:])}",
+        statistics.median(steps_s[1:]) / statistics.median(plain_s[1:]),
+        "what the quality steps cost",
+    )
     ratio = sorted(measured)[REPEAT // 2] / sorted(baseline)[REPEAT // 2]
     report(
         "Retrieve over gRPC",
