@@ -63,6 +63,7 @@ _WORD = re.compile(r"[^\W_]+")  # the store's word tokenizer: alphanumeric runs,
 _TOKEN = re.compile(r"[^\W_]+(?:[_.\-+][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 _QUANTITY = re.compile(r"\d+(?:-[^\W\d_]+)+")
+_PRONOUN = "I"  # always capitalised, never a name
 _JOINER = re.compile(r"[_.\-+]")
 _DESCRIBED = re.compile(r"[^\W_]+(?:-[a-z]+)+")
 # A compound whose parts may be looked up apart only if they stay adjacent: the index splits
@@ -171,9 +172,14 @@ class TermCheck:
             parts = TermCheck.words(token)
             if len(parts) > 1 and _is_compound(token):
                 names.append(Name(tuple(parts), True))
-            # A capital at the start of a sentence says nothing.
+            # A capital at the start of a sentence says nothing, nor the pronoun "I".
             starts_sentence = _starts_sentence(query, match.start())
-            if token[:1].isupper() and not starts_sentence and not _is_abbreviation(token):
+            if (
+                token[:1].isupper()
+                and not starts_sentence
+                and not _is_abbreviation(token)
+                and token != _PRONOUN
+            ):
                 run.append(token)
             else:
                 close_run()
@@ -234,9 +240,12 @@ async def unknown_term_factor(
     lists, not a scan of the texts). A name's words are looked up together, and for a
     compound the few chunks holding them all are read to see whether they are adjacent.
     """
+    terms, names = check.specific_terms(query), TermCheck.names(query)
+    if not terms and not names:
+        return 1.0  # most questions: no chunk text needs reading
     texts = [TermCheck.words(text) for text in retrieved]
     in_hand = {w for words in texts for w in words}
-    for term in check.specific_terms(query):
+    for term in terms:
         variants = check.variants(term)
         if in_hand.intersection(variants.split()):
             continue
@@ -247,7 +256,7 @@ async def unknown_term_factor(
                 break
         else:
             return check.penalty
-    for name in TermCheck.names(query):
+    for name in names:
         if not await _found(name, texts, index, deadline):
             return check.penalty
     return 1.0

@@ -82,6 +82,8 @@ def test_a_word_capitalised_inside_a_sentence_is_a_specific_term() -> None:
     # At the start of a sentence a capital says nothing; nor does a dotted abbreviation.
     assert check.specific_terms("Hungarian food? Piper said so.") == []
     assert check.capitalised("What is e.g. I.E. here") == set()
+    # The pronoun is no part of a name: "when I SSH" names SSH alone.
+    assert [n.words for n in TermCheck.names("What do I type when I SSH to it?")] == [("ssh",)]
 
 
 def test_a_number_with_words_is_a_quantity_not_an_identifier() -> None:
