@@ -94,7 +94,7 @@ async def main() -> None:
     report(
         "Retrieve over gRPC",
         summary(measured),
-        f"store.search in-process: {summary(baseline)}",
+        f"the same search in-process: {summary(baseline)}",
         ratio,
         "target <= 1.5 at p50: the server layer is thin",
     )
