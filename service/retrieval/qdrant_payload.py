@@ -100,7 +100,7 @@ def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
 
 # Chunks read for a search scored by pieces: a chunk whose best piece answers the question
 # can sit below the requested few by its own vector. 20 found the most on the read question
-# sets (10 and 15: one question fewer each; 50: no more than 20).
+# sets (10, 15 and 50 candidates: one question fewer each, of 137).
 PIECE_CANDIDATES = 20
 
 
