@@ -36,15 +36,18 @@ ENV PATH=/opt/venv/bin:$PATH \
     HF_HUB_OFFLINE=1 \
     RAGAGENT_ADDRESS=0.0.0.0:50051 \
     RAGAGENT_METRICS_ADDRESS=0.0.0.0:9464 \
+    RAGAGENT_HEALTH_ADDRESS=0.0.0.0:50052 \
     RAGAGENT_DATA_DIR=/data \
     RAGAGENT_EMBEDDING_MODEL_DIR=/opt/ragagent/model \
     RAGAGENT_LOG_FORMAT=json
 # Numeric, so that Kubernetes' runAsNonRoot can check it without reading /etc/passwd.
 USER 10001:10001
 VOLUME ["/data"]
-EXPOSE 50051 9464
-# SERVING only: grpcurl exits 0 for NOT_SERVING too (a draining server must fail the check).
+EXPOSE 50051 50052 9464
+# The plaintext health-only port (RAGAGENT_HEALTH_ADDRESS), so the check passes whether the
+# main port speaks TLS, mutual TLS or neither. SERVING only: grpcurl exits 0 for NOT_SERVING
+# too (a draining server must fail the check).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["/bin/sh", "-c", "grpcurl -plaintext -max-time 4 127.0.0.1:50051 grpc.health.v1.Health/Check | grep -q '\"SERVING\"'"]
+    CMD ["/bin/sh", "-c", "grpcurl -plaintext -max-time 4 127.0.0.1:50052 grpc.health.v1.Health/Check | grep -q '\"SERVING\"'"]
 ENTRYPOINT ["ragagent"]
 CMD ["serve"]

@@ -30,6 +30,7 @@ from ragagent.v1 import (
 
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
+from service.api.health_port import HealthPort
 from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
@@ -96,6 +97,8 @@ class AgentServer:
             [*self._services, HEALTH_SERVICE, reflection.SERVICE_NAME], self._server
         )
         self.port = 0
+        address = settings.health_address
+        self.health_port = HealthPort(address, self.health) if address else None
 
     async def start(self) -> int:
         """Binds and starts; returns the bound port (useful with port 0)."""
@@ -113,12 +116,18 @@ class AgentServer:
         await self.security.start()
         self.observability.start()
         await self._server.start()
+        try:
+            health_port = await self.health_port.start() if self.health_port else None
+        except ConfigurationError:
+            await self._server.stop(0)
+            raise
         for name in ("", *self._services):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
             "serving",
             address=self._settings.address,
             port=self.port,
+            health_port=health_port,
             tls="mutual" if tls and tls.requires_client_certificate else bool(tls),
             authentication=describe(self.security),
         )
@@ -145,6 +154,8 @@ class AgentServer:
             if not done and (stopped := agent.stop_runs()):
                 log.info("stopped runs still in progress", runs=stopped)
         await stopping
+        if self.health_port is not None:
+            await self.health_port.stop()
         await self.security.stop()
         await self.observability.stop()
 

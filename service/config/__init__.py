@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
+from service.config.health import HealthSettings
 from service.config.paths import default_data_dir, default_model_dir
 from service.config.retrieval import EmbeddingSettings, StoreSettings
 from service.config.serving import CallerSettings, ServingSettings
@@ -39,6 +40,7 @@ class Settings(
     ModelSettings,
     EmbeddingSettings,
     StoreSettings,
+    HealthSettings,
     CallerSettings,
     ServingSettings,
     BaseSettings,

@@ -63,11 +63,11 @@ def test_kustomization_lists_every_manifest() -> None:
     )
     assert {doc["kind"] for doc in _manifests().values()} == {
         "ConfigMap",
-        "Secret",
         "Deployment",
         "Service",
         "HorizontalPodAutoscaler",
         "PodDisruptionBudget",
+        "NetworkPolicy",
     }
 
 
@@ -75,7 +75,7 @@ def test_the_deployment_probes_over_grpc_as_the_images_numeric_user() -> None:
     pod = _by_kind("Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["grpc"]["port"] == 50051
+        assert container[probe]["grpc"]["port"] == 50052  # the plaintext health-only port
     user = re.search(r"^USER (\d+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
     assert user is not None
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -89,13 +89,10 @@ def test_the_deployment_probes_over_grpc_as_the_images_numeric_user() -> None:
     assert float(config["RAGAGENT_MAX_CONNECTION_AGE"]) > 0
 
 
-def test_configmap_and_secret_name_only_real_settings() -> None:
-    for kind in ("ConfigMap", "Secret"):
-        doc = _by_kind(kind)
-        keys = doc.get("data") or doc.get("stringData")
-        names = {key for key in keys if key.startswith("RAGAGENT_")}
-        assert names, kind
-        assert names <= SETTINGS, names - SETTINGS
+def test_the_configmap_names_only_real_settings() -> None:
+    names = {key for key in _by_kind("ConfigMap")["data"] if key.startswith("RAGAGENT_")}
+    assert names
+    assert names <= SETTINGS, names - SETTINGS
 
 
 def test_the_compose_file_runs_replicas_behind_a_grpc_proxy_with_its_backends() -> None:
