@@ -12,7 +12,12 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from ragagent.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 
-from service.commands.channel import add_connection_flags, connection, open_channel
+from service.commands.channel import (
+    add_connection_flags,
+    connection,
+    open_channel,
+    print_rpc_error,
+)
 from service.commands.flags import Flag, settings_with_flags
 
 
@@ -39,7 +44,8 @@ async def run_ask(args: argparse.Namespace) -> int:
     if args.max_results is not None:
         request.max_results = args.max_results
     metadata = (("x-user-id", args.user),) if args.user else ()
-    async with open_channel(connection(args, settings.address)) as channel:
+    conn = connection(args, settings.address)
+    async with open_channel(conn) as channel:
         try:
             final = await stream_answer(
                 channel,
@@ -50,7 +56,7 @@ async def run_ask(args: argparse.Namespace) -> int:
                 live=not args.json,
             )
         except grpc.aio.AioRpcError as error:
-            print(f"ragagent: {error.code().name}: {error.details()}", file=sys.stderr)
+            print_rpc_error(error, conn, "")
             return 1
     if args.json:
         print(json.dumps(message_json(final), indent=2))

@@ -197,3 +197,37 @@ class _StreamStream(_Bearer, grpc.aio.StreamStreamClientInterceptor):  # type: i
 
 def _bearer_interceptors(credential: str) -> list[_Bearer]:
     return [kind(credential) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
+
+
+def connection_hint(error: grpc.aio.AioRpcError, conn: Connection) -> str | None:
+    """The likely cause when TLS and plaintext (or a missing client certificate) meet: grpc
+    reports them as UNAVAILABLE with a transport message nobody reads as advice."""
+    if error.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    details = f"{error.details()} {error.debug_error_string()}"
+    if not conn.tls and "Socket closed" in details:
+        return (
+            "the server likely speaks TLS: pass --tls-ca CA.pem (or --tls for a public CA), "
+            "and --tls-cert/--tls-key if it asks for a client certificate"
+        )
+    if conn.tls and "WRONG_VERSION_NUMBER" in details:
+        return "the server speaks plaintext, not TLS: drop --tls/--tls-ca (RAGAGENT_CLIENT_TLS*)"
+    if conn.tls and "CERTIFICATE_VERIFY_FAILED" in details:
+        return (
+            "the server's certificate is not trusted: pass --tls-ca with the CA that signed "
+            "it, and --tls-server-name if it names another host"
+        )
+    if conn.tls and conn.cert is None and "Socket closed" in details:
+        return (
+            "the server likely requires a client certificate (mutual TLS): pass --tls-cert "
+            "and --tls-key"
+        )
+    return None
+
+
+def print_rpc_error(error: grpc.aio.AioRpcError, conn: Connection, what: str) -> None:
+    """``ragagent: WHAT: CODE: details`` on stderr, and the likely cause when there is one."""
+    print(f"ragagent: {what}{error.code().name}: {error.details()}", file=sys.stderr)
+    hint = connection_hint(error, conn)
+    if hint is not None:
+        print(f"ragagent: {hint}", file=sys.stderr)

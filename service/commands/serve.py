@@ -10,7 +10,12 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.commands.channel import add_connection_flags, connection, open_channel
+from service.commands.channel import (
+    add_connection_flags,
+    connection,
+    connection_hint,
+    open_channel,
+)
 from service.commands.flags import Flag, settings_with_flags
 from service.config import describe_settings
 from service.observability.logging import configure_logging
@@ -57,13 +62,16 @@ async def run_serve(args: argparse.Namespace) -> int:
 
 async def run_health(args: argparse.Namespace) -> int:
     settings = settings_with_flags(Flag("--address", "address", args.address))
-    async with open_channel(connection(args, settings.address)) as channel:
+    conn = connection(args, settings.address)
+    async with open_channel(conn) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
             )
         except grpc.aio.AioRpcError as error:
             print(f"ragagent: health check failed: {error.code().name}", file=sys.stderr)
+            if (hint := connection_hint(error, conn)) is not None:
+                print(f"ragagent: {hint}", file=sys.stderr)
             return 1
     print(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
     return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1

@@ -28,6 +28,9 @@ class ObservedEmbedder:
         self.inner = embedder
         self._metrics = metrics
         self._tracer = tracing.tracer
+        # GenAI conventions: "openai" for an OpenAI-compatible endpoint; the local ONNX
+        # model has no well-known name, so it is named after its runtime.
+        self._provider = str(getattr(embedder, "provider_name", "fastembed"))
 
     @property
     def model_name(self) -> str:
@@ -82,6 +85,7 @@ class ObservedEmbedder:
             f"embeddings {self.inner.model_name}",
             attributes={
                 "gen_ai.operation.name": "embeddings",
+                "gen_ai.provider.name": self._provider,
                 "gen_ai.request.model": self.inner.model_name,
                 "ragagent.embedding.inputs": inputs,
             },

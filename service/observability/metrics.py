@@ -20,7 +20,11 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
     generate_latest,
 )
 
@@ -29,9 +33,16 @@ from service.observability.logging import get_logger
 
 log = get_logger("ragagent.metrics")
 
-# go-grpc-prometheus' default buckets stop at 10 s; an agentic run can take a minute or two.
-RPC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
+# Counters and histograms would each export a `_created` series (the time the series was made)
+# that nothing charts and that doubles the series count; this switch is prometheus-client's,
+# process-wide, and must be set before the first metric is made.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# go-grpc-prometheus' default buckets stop at 10 s; an agentic run can take minutes, and a
+# model on a CPU may take up to RAGAGENT_LLM_FIRST_TOKEN_TIMEOUT (180 s by default) for its
+# first token: the buckets go to 300 s (600 s for whole calls) so that none lands in +Inf.
+RPC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600)
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300)
 FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 # Tool names come from the model, which may invent some: past this many distinct names the
 # rest are counted as "other", so that a confused model cannot grow the series without bound.
@@ -45,6 +56,12 @@ class Metrics:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         rpc = ("grpc_type", "grpc_service", "grpc_method")
         r = self.registry
+        # What prometheus-client's global registry would have had: memory, CPU, open files
+        # and start time of the process (process_*), the Python version (python_info) and
+        # the garbage collector's counts (python_gc_*).
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.started = Counter(
             "grpc_server_started_total", "RPCs started on the server.", rpc, registry=r
         )

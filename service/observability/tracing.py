@@ -95,6 +95,22 @@ def trace_id_of(span: trace.Span) -> str:
 
 async def inject_traceparent(request: httpx2.Request) -> None:
     """httpx request hook: the current span's ``traceparent`` on an outgoing request (the
-    model's), so that a traced model server joins the caller's trace."""
-    if trace.get_current_span().get_span_context().is_valid:
+    model's), so that a traced model server joins the caller's trace; and, on that span
+    (the model call's CLIENT span), the endpoint actually dialled as ``server.address`` and
+    ``server.port``, as the OpenTelemetry GenAI conventions ask of chat spans."""
+    span = trace.get_current_span()
+    if span.get_span_context().is_valid:
         propagate.inject(request.headers)
+    if span.is_recording():
+        span.set_attributes(
+            server_attributes(request.url.host, request.url.port, request.url.scheme)
+        )
+
+
+def server_attributes(host: str, port: int | None, scheme: str) -> dict[str, str | int]:
+    """``server.address`` and ``server.port`` of an endpoint (the scheme's port when the URL
+    names none)."""
+    return {
+        "server.address": host,
+        "server.port": port if port is not None else (443 if scheme == "https" else 80),
+    }

@@ -219,6 +219,8 @@ class FastEmbedEmbedder:
 class OpenAIEmbedder:
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint, through an injected AsyncOpenAI."""
 
+    provider_name = "openai"  # gen_ai.provider.name on its spans
+
     def __init__(
         self,
         client: openai.AsyncOpenAI,

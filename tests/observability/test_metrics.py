@@ -10,6 +10,7 @@ import grpc
 import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
+from service.config import Settings
 from service.observability.metrics import MAX_TOOL_NAMES, Metrics
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import add_documents
@@ -93,3 +94,23 @@ def test_tool_names_beyond_the_cap_are_counted_as_other() -> None:
     assert names[:MAX_TOOL_NAMES] == [f"tool{i}" for i in range(MAX_TOOL_NAMES)]
     assert names[MAX_TOOL_NAMES:] == ["other"] * 3
     assert metrics.tool_name("tool0") == "tool0"
+
+
+def test_the_exposition_has_process_metrics_and_no_created_series() -> None:
+    metrics = Metrics()
+    metrics.handled.labels("unary", AGENT, "Ask", "OK").inc()
+    metrics.first_token.observe(1.0)
+    lines = metrics.exposition().decode().splitlines()
+    names = {line.split("{")[0].split(" ")[0] for line in lines if not line.startswith("#")}
+    # The process and platform collectors of prometheus-client's default registry.
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= names
+    assert {"process_start_time_seconds", "process_open_fds", "python_info"} <= names
+    assert not [name for name in names if name.endswith("_created")]
+
+
+def test_latency_buckets_cover_the_first_token_timeout() -> None:
+    timeout = Settings.model_fields["llm_first_token_timeout"].default
+    for histogram in (Metrics().first_token, Metrics().model_request, Metrics().handling):
+        # The last finite bound: a slow model's first token must not land in +Inf only.
+        bounds = [b for b in histogram._upper_bounds if b != float("inf")]
+        assert bounds[-1] >= max(300.0, timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -92,10 +93,18 @@ async def test_an_agentic_run_is_one_trace_continuing_the_callers(
     for search in (s for s in spans if s.name == "vector_search"):
         (embedding,) = _children(spans, search)
         assert embedding.name.startswith("embeddings ")
+        # GenAI conventions: the provider on embeddings spans (the local ONNX model here).
+        assert (embedding.attributes or {})["gen_ai.provider.name"] == "fastembed"
     chats = [s for s in spans if s.name.startswith("chat ")]
     assert len(chats) == 2
     first, second = (dict(c.attributes or {}) for c in chats)
     assert first["gen_ai.request.model"] == srv.settings.llm_model
+    # GenAI conventions: the endpoint the chat call dialled.
+    endpoint = urllib.parse.urlsplit(fake_llm.base_url)
+    for chat_attributes in (first, second):
+        assert chat_attributes["gen_ai.provider.name"] == "openai"
+        assert chat_attributes["server.address"] == endpoint.hostname
+        assert chat_attributes["server.port"] == endpoint.port
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert second["gen_ai.response.finish_reasons"] == ("stop",)
     assert int(second["gen_ai.usage.output_tokens"]) > 0  # type: ignore[call-overload]
