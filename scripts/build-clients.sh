@@ -8,7 +8,8 @@
 # Output under DIR (default .cache/clients):
 #   go/bin/ragagent-ask                 clients/go/cmd/ragagent-ask, built in GOPATH mode
 #   java/classes, java/classpath        generated code + clients/java/src, compiled by javac;
-#                                       run: java -cp "$(cat java/classpath)" dev.ragagent.example.AskStream
+#   java/native, java/jvm-options       netty-tcnative for TLS; run:
+#     java $(cat java/jvm-options) -cp "$(cat java/classpath)" dev.ragagent.example.AskStream
 #   typescript: tests/interop/ts/dist/client.js (connect-es), compiled by tsc
 # Each language checks that its generated code holds ragagent/v1 only (no buf/validate or
 # google/rpc copies). A language whose toolchain is missing is reported and, when it was asked
@@ -24,6 +25,8 @@
 #   java:       default-jdk-headless protobuf-compiler libprotobuf-java libgrpc-java
 #               protobuf-compiler-grpc-java-plugin libnetty-java libperfmark-java
 #               libgoogle-gson-java libgeronimo-annotation-1.3-spec-java
+#               libnetty-tcnative-java libnetty-tcnative-jni   (TLS: ALPN from OpenSSL,
+#               which netty 4.1.48 does not find in JDK 17)
 #               (jars in JAVA_LIBS=/usr/share/java)
 #   typescript: node >= 20 and npm (packages from tests/interop/ts/package-lock.json)
 # The google/rpc types the Go and Java examples decode come from genproto (Go) and from
@@ -99,6 +102,7 @@ missing_for() {
       command -v protoc-gen-grpc-java >/dev/null || command -v grpc_java_plugin >/dev/null ||
         lack+=("protoc-gen-grpc-java")
       for jar in "${JAVA_JARS[@]}"; do [ -f "$JAVA_LIBS/$jar.jar" ] || lack+=("$jar.jar"); done
+      [ -n "$(tcnative_so)" ] || lack+=("libnetty-tcnative.so (libnetty-tcnative-jni)")
       ;;
     typescript)
       for tool in node npm; do command -v "$tool" >/dev/null || lack+=("$tool"); done
@@ -110,7 +114,12 @@ missing_for() {
 JAVA_JARS=(protobuf protobuf-util gson guava grpc-api grpc-context grpc-core grpc-netty
   grpc-protobuf grpc-protobuf-lite grpc-stub perfmark-api geronimo-annotation-1.3-spec
   netty-buffer netty-codec netty-codec-http netty-codec-http2 netty-common netty-handler
-  netty-resolver netty-transport)
+  netty-resolver netty-transport netty-tcnative)
+
+# Debian's netty-tcnative JNI library (OpenSSL, hence ALPN for TLS on JDK 17).
+tcnative_so() {
+  find /usr/lib/*/jni -maxdepth 1 -name libnetty-tcnative.so 2>/dev/null | head -n1
+}
 
 # Fails unless DIR holds generated files for ragagent/v1 (or dev/ragagent/v1) only.
 only_ragagent() {
@@ -185,6 +194,12 @@ inputs:
     { grep -v '^Note: ' || true; }
   [ -f "$dir/classes/dev/ragagent/example/AskStream.class" ] || exit 1
   printf '%s' "$dir/classes:$classpath" >"$dir/classpath"
+  # netty 4.1.48 loads the library as libnetty_tcnative.so, Debian names it
+  # libnetty-tcnative.so, and tcnative refuses to load through a symlink (it checks its own
+  # file name): a copy under the expected name, on java.library.path.
+  mkdir -p "$dir/native"
+  cp "$(tcnative_so)" "$dir/native/libnetty_tcnative.so"
+  printf '%s' "-Djava.library.path=$dir/native" >"$dir/jvm-options"
   say "java: $dir/classes ($(javac -version 2>&1), protoc $(protoc --version | cut -d' ' -f2))"
 }
 

@@ -70,7 +70,8 @@ def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = tmp_path_factory.mktemp("clients")
     _build("java", out)
     classpath = (out / "java" / "classpath").read_text()
-    return ["java", "-cp", classpath, "dev.ragagent.example.AskStream"]
+    options = (out / "java" / "jvm-options").read_text()  # netty-tcnative, for TLS
+    return ["java", options, "-cp", classpath, "dev.ragagent.example.AskStream"]
 
 
 @pytest.fixture(params=["go", "java"])

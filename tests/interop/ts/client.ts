@@ -2,7 +2,12 @@
 // call the service with code that buf + protoc-gen-es generate from the repository's protos
 // (clients/typescript/buf.gen.yaml), and read its rich errors. Used by
 // tests/interop/test_ts_client.py, which generates gen/, compiles to dist/ with tsc and runs
-//   node dist/client.js [--address HOST:PORT] [--deadline SECONDS] [--request-id ID] COMMAND JSON
+//   node dist/client.js [--address HOST:PORT] [--deadline SECONDS] [--request-id ID]
+//     [--tls-ca CA.pem [--tls-cert ME.pem --tls-key ME.key] [--tls-server-name NAME]] COMMAND JSON
+//
+// With --tls-ca the call goes over TLS (https), trusting that CA (the server's); --tls-cert and
+// --tls-key add a client certificate for mutual TLS. An API key or JWT in RAGAGENT_API_KEY is
+// sent as "authorization: Bearer ..." on every call (an interceptor).
 //
 // Commands (JSON is the request in proto3 JSON, e.g. {"query": "...", "maxResults": 3}):
 //   retrieve     AgentService/Retrieve: prints {"response": RetrieveResponse}
@@ -16,7 +21,15 @@
 // google.rpc types (gen/ts/google/rpc/error_details_pb.ts) through ConnectError.findDetails.
 
 import { toJson, fromJson, type JsonObject } from "@bufbuild/protobuf";
-import { type CallOptions, Code, ConnectError, createClient } from "@connectrpc/connect";
+import { readFileSync } from "node:fs";
+
+import {
+  type CallOptions,
+  Code,
+  ConnectError,
+  createClient,
+  type Interceptor,
+} from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { BadRequestSchema, ErrorInfoSchema } from "./gen/ts/google/rpc/error_details_pb.js";
@@ -37,6 +50,10 @@ interface Options {
   address: string;
   deadlineMs: number;
   requestId?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsServerName?: string;
   command: string;
   request: JsonObject;
 }
@@ -45,6 +62,7 @@ function parseArgs(argv: string[]): Options {
   let address = "127.0.0.1:50051";
   let deadlineMs = 30_000;
   let requestId: string | undefined;
+  const tls: Pick<Options, "tlsCa" | "tlsCert" | "tlsKey" | "tlsServerName"> = {};
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i] as string;
@@ -62,6 +80,10 @@ function parseArgs(argv: string[]): Options {
       }
       deadlineMs = seconds * 1000;
     } else if (arg === "--request-id") requestId = value();
+    else if (arg === "--tls-ca") tls.tlsCa = value();
+    else if (arg === "--tls-cert") tls.tlsCert = value();
+    else if (arg === "--tls-key") tls.tlsKey = value();
+    else if (arg === "--tls-server-name") tls.tlsServerName = value();
     else if (arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`);
     else rest.push(arg);
   }
@@ -75,7 +97,17 @@ function parseArgs(argv: string[]): Options {
   if (request === null || typeof request !== "object" || Array.isArray(request)) {
     throw new UsageError("the request must be a JSON object");
   }
-  return { address, deadlineMs, requestId, command: rest[0] as string, request: request as JsonObject };
+  if ((tls.tlsCert === undefined) !== (tls.tlsKey === undefined)) {
+    throw new UsageError("--tls-cert and --tls-key go together");
+  }
+  return {
+    address,
+    deadlineMs,
+    requestId,
+    ...tls,
+    command: rest[0] as string,
+    request: request as JsonObject,
+  };
 }
 
 function print(value: unknown): void {
@@ -103,7 +135,27 @@ function errorToJson(error: ConnectError): JsonObject {
 }
 
 async function run(options: Options): Promise<void> {
-  const transport = createGrpcTransport({ baseUrl: `http://${options.address}` });
+  // An API key or JWT on every call, as `authorization: Bearer`.
+  const apiKey = process.env.RAGAGENT_API_KEY;
+  const bearer: Interceptor = (next) => async (req) => {
+    if (apiKey) req.header.set("authorization", `Bearer ${apiKey}`);
+    return await next(req);
+  };
+  const tls = options.tlsCa !== undefined;
+  const transport = createGrpcTransport({
+    baseUrl: `${tls ? "https" : "http"}://${options.address}`,
+    interceptors: [bearer],
+    // Passed to node's http2.connect: the CA to trust and, for mutual TLS, our certificate.
+    nodeOptions: tls
+      ? {
+          ca: readFileSync(options.tlsCa as string),
+          ...(options.tlsCert === undefined
+            ? {}
+            : { cert: readFileSync(options.tlsCert), key: readFileSync(options.tlsKey as string) }),
+          ...(options.tlsServerName === undefined ? {} : { servername: options.tlsServerName }),
+        }
+      : {},
+  });
   const client = createClient(AgentService, transport);
   let headers: Headers | undefined;
   let trailers: Headers | undefined;

@@ -17,8 +17,13 @@ import io.grpc.ManagedChannelBuilder;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.netty.GrpcSslContexts;
+import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.protobuf.StatusProto;
 import io.grpc.stub.MetadataUtils;
+import io.netty.handler.ssl.SslContextBuilder;
+import java.io.File;
+import java.io.IOException;
 import java.util.Iterator;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -29,8 +34,15 @@ import java.util.concurrent.atomic.AtomicReference;
  *
  * <pre>
  * java dev.ragagent.example.AskStream [--address HOST:PORT] [--deadline SECONDS]
- *     [--request-id ID] [--max-results N] QUESTION
+ *     [--request-id ID] [--max-results N] [--tls-ca CA.pem [--tls-cert ME.pem --tls-key ME.key]
+ *     [--tls-server-name NAME]] QUESTION
  * </pre>
+ *
+ * <p>With --tls-ca the call goes over TLS, trusting that CA (the server's); --tls-cert and
+ * --tls-key (PKCS#8 PEM) add a client certificate for mutual TLS. An API key or JWT in
+ * RAGAGENT_API_KEY is sent as "authorization: Bearer ..." on every call. TLS needs ALPN (h2):
+ * grpc-netty gets it from OpenSSL through netty-tcnative (Debian: libnetty-tcnative-java and
+ * libnetty-tcnative-jni), since netty 4.1.48 finds none in JDK 17.
  *
  * <p>Output: {"event": AskStreamResponse} per message (proto3 JSON), then {"headers": {...},
  * "trailers": {...}} with the x-request-id the server sent. When the call fails: one line
@@ -40,6 +52,8 @@ import java.util.concurrent.atomic.AtomicReference;
 public final class AskStream {
   private static final Metadata.Key<String> REQUEST_ID =
       Metadata.Key.of("x-request-id", Metadata.ASCII_STRING_MARSHALLER);
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
   private static final JsonFormat.Printer JSON =
       JsonFormat.printer().omittingInsignificantWhitespace();
   private static final int EXIT_USAGE = 2;
@@ -53,29 +67,59 @@ public final class AskStream {
     String requestId = null;
     int maxResults = 0;
     String query = null;
+    String ca = null;
+    String cert = null;
+    String key = null;
+    String serverName = null;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--address" -> address = args[++i];
         case "--deadline" -> deadlineSeconds = Long.parseLong(args[++i]);
         case "--request-id" -> requestId = args[++i];
         case "--max-results" -> maxResults = Integer.parseInt(args[++i]);
+        case "--tls-ca" -> ca = args[++i];
+        case "--tls-cert" -> cert = args[++i];
+        case "--tls-key" -> key = args[++i];
+        case "--tls-server-name" -> serverName = args[++i];
         default -> query = args[i];
       }
     }
-    if (query == null) {
-      System.err.println("usage: AskStream [--address HOST:PORT] [--deadline S] QUESTION");
+    if (query == null || (cert == null) != (key == null)) {
+      System.err.println("usage: AskStream [--address HOST:PORT] [--deadline S] "
+          + "[--tls-ca CA [--tls-cert CERT --tls-key KEY]] QUESTION");
       System.exit(EXIT_USAGE);
     }
-    System.exit(run(address, deadlineSeconds, requestId, maxResults, query));
+    ManagedChannel channel = channel(address, ca, cert, key, serverName);
+    String apiKey = System.getenv("RAGAGENT_API_KEY");
+    System.exit(run(channel, apiKey, deadlineSeconds, requestId, maxResults, query));
   }
 
-  static int run(String address, long deadlineSeconds, String requestId, int maxResults,
-      String query) throws InvalidProtocolBufferException, InterruptedException {
-    ManagedChannel channel = ManagedChannelBuilder.forTarget(address).usePlaintext().build();
+  /** TLS trusting {@code ca} (plus a client certificate), else plaintext (a loopback server). */
+  static ManagedChannel channel(String address, String ca, String cert, String key,
+      String serverName) throws IOException {
+    if (ca == null) {
+      return ManagedChannelBuilder.forTarget(address).usePlaintext().build();
+    }
+    SslContextBuilder tls = GrpcSslContexts.forClient().trustManager(new File(ca));
+    if (cert != null) {
+      tls.keyManager(new File(cert), new File(key));
+    }
+    NettyChannelBuilder builder = NettyChannelBuilder.forTarget(address).sslContext(tls.build());
+    if (serverName != null) {
+      builder.overrideAuthority(serverName);
+    }
+    return builder.build();
+  }
+
+  static int run(ManagedChannel channel, String apiKey, long deadlineSeconds, String requestId,
+      int maxResults, String query) throws InvalidProtocolBufferException, InterruptedException {
     try {
       Metadata outgoing = new Metadata();
       if (requestId != null) {
         outgoing.put(REQUEST_ID, requestId);
+      }
+      if (apiKey != null && !apiKey.isEmpty()) {
+        outgoing.put(AUTHORIZATION, "Bearer " + apiKey);
       }
       AtomicReference<Metadata> headers = new AtomicReference<>();
       AtomicReference<Metadata> trailers = new AtomicReference<>();
