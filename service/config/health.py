@@ -11,10 +11,11 @@ class HealthSettings(BaseModel):
     health_address: str = Field(
         "",
         description="HOST:PORT of a plaintext listener serving only grpc.health.v1 (Check "
-        "and Watch; no other service, no reflection), for probes that cannot speak TLS "
-        "(Kubernetes grpc probes, Docker HEALTHCHECK, Envoy's health checks) when the main "
-        "port does. Empty = off. It reports the status of the main server and turns "
-        "NOT_SERVING with it at shutdown. The image sets 0.0.0.0:50052.",
+        "and Watch, and reflection listing only that service, which grpcurl needs), for "
+        "probes that cannot speak TLS or present a client certificate (Kubernetes grpc "
+        "probes, Docker HEALTHCHECK) when the main port uses them. Empty = off. It reports "
+        "the status of the main server and turns NOT_SERVING with it at shutdown. The image "
+        "sets 0.0.0.0:50052.",
     )
 
     @field_validator("health_address")
