@@ -21,7 +21,7 @@ help: ## list the targets
 venv: ## create the virtualenv with the code generators
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0
+	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0 protoc-gen-connectrpc==0.13.0
 
 protos-deps: ## fetch third-party protos (pinned, checksummed) into .cache/protos
 	$(PY) -m service.provision protos
@@ -56,6 +56,7 @@ gen-into:
 	rm -rf $(OUT)/ragagent && mkdir -p $(OUT)
 	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I protos -I $(PROTO_DEPS) \
 		--python_out=$(OUT) --grpc_python_out=$(OUT) --mypy_out=$(OUT) --mypy_grpc_out=$(OUT) \
+		--connectrpc_out=$(OUT) --connectrpc_opt=protobuf=google \
 		$(PROTO_FILES)
 	touch $(OUT)/ragagent/__init__.py $(OUT)/ragagent/v1/__init__.py $(OUT)/ragagent/py.typed
 
