@@ -98,6 +98,7 @@ class AgentServer:
         # The HTTP listener (Connect, gRPC-Web): the same servicer objects and layers.
         self.http = _http_listener(settings, layers, agent, corpus, sessions, self.health)
         self.http_port = 0
+        self.http_web = settings.http_web
         self.port = 0
 
     async def start(self) -> int:
@@ -128,7 +129,13 @@ class AgentServer:
             authentication=describe(self.security),
         )
         if self.http is not None:
-            log.info("serving http", address=self.http.address, port=self.http_port)
+            log.info(
+                "serving http",
+                address=self.http.address,
+                port=self.http_port,
+                protocols="connect, grpc-web",
+                web=self.http_web,
+            )
         _warn_if_exposed(self._settings)
         return self.port
 
