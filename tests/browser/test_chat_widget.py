@@ -31,7 +31,7 @@ ARTIFACTS = Path(os.environ.get("RAGAGENT_TEST_ARTIFACTS", REPO / ".cache" / "ar
 BOOK = "https://book.example/"
 QUESTIONS = ("What does URDF describe?", "Which middleware is underneath ROS 2?")
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _requirements() -> str | None:

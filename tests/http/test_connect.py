@@ -305,3 +305,25 @@ async def test_shutdown_stops_both_listeners(tmp_path: Path) -> None:
                 ),
                 5,
             )
+
+
+async def test_health_watch_streams_over_connect(tmp_path: Path) -> None:
+    """grpc's health servicer writes with context.write(): its first status arrives as a
+    Connect stream message, and leaving the stream ends the servicer's task."""
+    async with (
+        running_server(tmp_path, http_address="127.0.0.1:0") as srv,
+        httpx.AsyncClient(base_url=_url(srv), timeout=30) as client,
+        client.stream(
+            "POST",
+            "/grpc.health.v1.Health/Watch",
+            content=_envelope({}),
+            headers={"content-type": "application/connect+json"},
+        ) as reply,
+    ):
+        received = b""
+        async for chunk in reply.aiter_bytes():
+            received += chunk
+            if len(received) >= 5 and len(received) >= 5 + int.from_bytes(received[1:5], "big"):
+                break
+    assert reply.status_code == 200
+    assert json.loads(received[5:])["status"] == "SERVING"

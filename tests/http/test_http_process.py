@@ -17,6 +17,8 @@ from tests.processes import REPO, free_port, ingest_documents, server_process
 BUF = Path(sys.executable).parent / "buf"
 QUESTION = '{"query": "What does URDF describe?"}'
 
+pytestmark = pytest.mark.timeout(300)
+
 
 def _curl(*args: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("curl") is None:
