@@ -21,7 +21,9 @@ def _bind(address: str) -> socket.socket:
     host, _, port = address.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104 (the operator's choice of address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and
+    # without it a stream's small writes wait for the client's delayed ACK (40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, int(port)))

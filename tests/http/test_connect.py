@@ -327,3 +327,18 @@ async def test_health_watch_streams_over_connect(tmp_path: Path) -> None:
                 break
     assert reply.status_code == 200
     assert json.loads(received[5:])["status"] == "SERVING"
+
+
+def test_the_listening_socket_gives_streams_tcp_nodelay() -> None:
+    """asyncio sets TCP_NODELAY on accepted sockets only when the listener names
+    IPPROTO_TCP; without it each streamed message after the first waited for the client's
+    delayed ACK (+40 ms to the first answer delta, measured with tests/bench/bench_http.py)."""
+    import socket
+
+    from service.http.listener import _bind
+
+    sock = _bind("127.0.0.1:0")
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
