@@ -103,6 +103,7 @@ class AgentServer:
 
     async def start(self) -> int:
         """Binds and starts; returns the bound port (useful with port 0)."""
+        _check_web(self._settings)
         tls = self.security.tls
         try:
             if tls is not None:
@@ -204,6 +205,20 @@ def interceptor_layers(
     ]
 
 
+def _check_web(settings: Settings) -> None:
+    """The chat widget must be built before --web can serve it."""
+    if not (settings.http_address and settings.http_web):
+        return
+    from service.http import default_web_dir
+
+    web = settings.http_web_dir or default_web_dir()
+    if not (web / "index.html").is_file():
+        raise ConfigurationError(
+            f"--web / RAGAGENT_HTTP_WEB: the chat widget is not built ({web}/index.html is "
+            "missing); run `make web`, or set RAGAGENT_HTTP_WEB_DIR to its folder"
+        )
+
+
 def _http_listener(settings: Settings, layers: list[Layer], *servicers: Any) -> HttpListener | None:
     """Connect and gRPC-Web at RAGAGENT_HTTP_ADDRESS, if set (service.http)."""
     if not settings.http_address:
@@ -211,12 +226,7 @@ def _http_listener(settings: Settings, layers: list[Layer], *servicers: Any) -> 
     from service.http import HttpListener, connect_application, default_web_dir
 
     agent, corpus, sessions, health = servicers
-    web = default_web_dir() if settings.http_web else None
-    if web is not None and not (web / "index.html").is_file():
-        raise ConfigurationError(
-            f"--web / RAGAGENT_HTTP_WEB: the chat widget is not built ({web}/index.html is "
-            "missing); run `make web`"
-        )
+    web = (settings.http_web_dir or default_web_dir()) if settings.http_web else None
     app = connect_application(
         agent=agent,
         corpus=corpus,

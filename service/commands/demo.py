@@ -107,7 +107,7 @@ def _with_http(settings: Settings) -> Settings:
     (unless RAGAGENT_HTTP_ADDRESS names one); the page only where it is built."""
     from service.http import default_web_dir
 
-    web = (default_web_dir() / "index.html").is_file()
+    web = ((settings.http_web_dir or default_web_dir()) / "index.html").is_file()
     return settings.model_copy(
         update={"http_address": settings.http_address or "127.0.0.1:0", "http_web": web}
     )

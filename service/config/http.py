@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field, field_validator
 
 
@@ -25,6 +27,12 @@ class HttpSettings(BaseModel):
         False,
         description="Serve the chat widget (web/dist) at / of the HTTP listener "
         "(`ragagent serve --web`).",
+    )
+
+    http_web_dir: Path | None = Field(
+        None,
+        description="Folder of the built chat widget (index.html, widget.js) that "
+        "RAGAGENT_HTTP_WEB serves; default: web/dist of the source checkout (`make web`).",
     )
 
     @field_validator("http_address")

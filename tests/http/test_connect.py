@@ -289,6 +289,11 @@ async def test_the_http_listener_is_off_by_default_and_a_busy_port_is_a_clear_er
         with pytest.raises(ConfigurationError, match="RAGAGENT_HTTP_ADDRESS"):
             async with running_server(tmp_path / "c", http_address=f"127.0.0.1:{port}"):
                 pass
+    with pytest.raises(ConfigurationError, match="make web"):
+        async with running_server(
+            tmp_path / "d", http_address="127.0.0.1:0", http_web=True, http_web_dir=tmp_path
+        ):
+            pass
 
 
 async def test_shutdown_stops_both_listeners(tmp_path: Path) -> None:
