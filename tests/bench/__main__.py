@@ -43,7 +43,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     ),
     "strategies": lambda args: bench_strategies.main(),
     "extractive": lambda args: bench_extractive.main(),
-    "http": lambda args: bench_http.main(),
+    "http": lambda args: bench_http.main(full=args.full),
 }
 
 

@@ -6,11 +6,16 @@ over gRPC (grpc.aio) and over Connect (connectrpc's generated client, binary), o
 each in turn, so that the machine's load falls on both alike. Per run: the time to the first
 answer delta, and the answer's pieces per second from the first delta to the last.
 
+Then concurrency: 2N gRPC streams at once, then N gRPC beside N Connect streams (N = 40 in
+quick mode, 200 with --full): the same load, so the ratio is what Connect adds. Every stream
+must complete, and the mixed run's first-delta p99 stays within 1.2x of the gRPC-only run's.
+
 Targets (issue 28): first delta over Connect <= gRPC's + 2 ms at p50; pieces/s >= 0.9x gRPC's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import tempfile
 import time
@@ -46,7 +51,25 @@ async def _measure(
     return first - started, (pieces - 1) / max(last - first, 1e-9)
 
 
-async def main(runs: int = RUNS_QUICK) -> None:
+async def _first_delta(stream: AsyncIterator[agent_pb2.AskStreamResponse]) -> float:
+    started = time.perf_counter()
+    first = 0.0
+    async for event in stream:
+        if event.HasField("answer_delta") and not first:
+            first = time.perf_counter() - started
+        if event.HasField("completed"):
+            assert event.completed.status == agent_pb2.RESPONSE_STATUS_SUCCESS, event.completed
+    assert first, "no answer delta"
+    return first
+
+
+def _p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def main(runs: int = RUNS_QUICK, *, full: bool = False) -> None:
+    streams = 200 if full else 40
     with (
         tempfile.TemporaryDirectory() as folder,
         model_process(deltas=DELTAS, interval=INTERVAL_S) as model,
@@ -81,6 +104,12 @@ async def main(runs: int = RUNS_QUICK) -> None:
                         if index:
                             first[name].append(took)
                             rate[name].append(per_second)
+                alone = await asyncio.gather(
+                    *(_first_delta(sides["grpc"]()) for _ in range(2 * streams))
+                )
+                mixed = await asyncio.gather(
+                    *(_first_delta(sides[n]()) for _ in range(streams) for n in sides)
+                )
         finally:
             server.stop()
     grpc_first, connect_first = (statistics.median(first[n]) * 1000 for n in ("grpc", "connect"))
@@ -95,4 +124,11 @@ async def main(runs: int = RUNS_QUICK) -> None:
         f"  answer pieces/s p50: connect {connect_rate:.0f}, grpc {grpc_rate:.0f}, "
         f"ratio {connect_rate / grpc_rate:.2f} (target >= 0.90): "
         f"{'PASS' if connect_rate >= 0.9 * grpc_rate else 'MISS'}"
+    )
+    ratio = _p99(list(mixed)) / _p99(list(alone))
+    print(
+        f"  {2 * streams} gRPC streams at once, then {streams} gRPC + {streams} Connect: all "
+        f"{len(alone) + len(mixed)} completed; first-delta p99 {_p99(list(alone)) * 1000:.0f} ms "
+        f"alone, {_p99(list(mixed)) * 1000:.0f} ms mixed, ratio {ratio:.2f} (target <= 1.2): "
+        f"{'PASS' if ratio <= 1.2 else 'MISS'}"
     )
