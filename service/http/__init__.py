@@ -72,4 +72,8 @@ def connect_application(
                 bridge(sessions, SESSION, layers), **options
             )
         )
-    return HttpApp({app.path: app for app in apps}, cors_origins=cors_origins, web=web)
+    served = [AGENT, CORPUS, HEALTH, *([SESSION] if sessions is not None else [])]
+    methods = frozenset(f"/{s.full_name}/{m.name}" for s in served for m in s.methods)
+    return HttpApp(
+        {app.path: app for app in apps}, methods=methods, cors_origins=cors_origins, web=web
+    )

@@ -81,10 +81,14 @@ class HttpApp:
         self,
         services: Mapping[str, Asgi],
         *,
+        methods: frozenset[str] = frozenset(),
         cors_origins: frozenset[str] = frozenset(),
         web: Path | None = None,
     ) -> None:
         self._services = dict(services)
+        # Every served method path: anything else is answered here, and logged like gRPC's
+        # unknown methods, instead of reaching connectrpc's bare 404.
+        self._methods = methods
         self._origins = cors_origins
         self._web = web.resolve() if web is not None else None
 
@@ -103,7 +107,7 @@ class HttpApp:
             send = _with_cors(send, origin)
         path: str = scope["path"]
         app = self._services.get(path.rpartition("/")[0])
-        if app is not None:
+        if app is not None and (not self._methods or path in self._methods):
             await app(scope, receive, send)
         elif self._web is not None and scope["method"] in ("GET", "HEAD"):
             await self._file(path, send)

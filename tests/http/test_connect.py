@@ -82,6 +82,7 @@ async def test_every_rpc_of_the_four_services_is_served(tmp_path: Path) -> None:
         for path, body in unary.items():
             reply = await _post(srv, path, body)
             outcomes[path] = reply.status_code, reply.json().get("code", "ok")
+        unknown = await _post(srv, "/ragagent.v1.AgentService/NoSuchMethod", {})
         async with agent_connect.AgentServiceClient(_url(srv)) as agent:
             kinds = [
                 event.WhichOneof("event")
@@ -93,6 +94,7 @@ async def test_every_rpc_of_the_four_services_is_served(tmp_path: Path) -> None:
     assert outcomes["/ragagent.v1.CorpusService/DeleteDocument"] == (404, "not_found")
     assert outcomes["/ragagent.v1.SessionService/GetSession"][0] in (400, 404)
     assert all(status in (200, 400, 404) for status, _ in outcomes.values()), outcomes
+    assert unknown.status_code == 404
     assert kinds[0] == "run_started"
     assert kinds[-1] == "completed"
     assert "answer_delta" in kinds
