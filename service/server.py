@@ -138,6 +138,8 @@ class AgentServer:
                 web=self.http_web,
             )
         _warn_if_exposed(self._settings)
+        if self.http is not None:  # the same callers, the same warning
+            _warn_if_exposed(self._settings.model_copy(update={"address": self.http.address}))
         return self.port
 
     async def reload_certificates(self) -> bool:
