@@ -12,7 +12,7 @@ PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 # What `buf breaking` compares against: the previous commit by default.
 BREAKING_AGAINST ?= HEAD~1
 
-.PHONY: help venv protos-deps gen-deps install install-runtime models setup demo test test-fast lint fmt gen gen-into check-gen breaking bench clean
+.PHONY: help venv protos-deps gen-deps install install-runtime models setup demo test test-fast lint fmt gen gen-into check-gen breaking bench clean web web-gen
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -21,7 +21,7 @@ help: ## list the targets
 venv: ## create the virtualenv with the code generators
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0
+	$(PY) -m pip install --quiet grpcio-tools==1.85.1 mypy-protobuf==5.1.0 protoc-gen-connectrpc==0.13.0
 
 protos-deps: ## fetch third-party protos (pinned, checksummed) into .cache/protos
 	$(PY) -m service.provision protos
@@ -56,8 +56,27 @@ gen-into:
 	rm -rf $(OUT)/ragagent && mkdir -p $(OUT)
 	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I protos -I $(PROTO_DEPS) \
 		--python_out=$(OUT) --grpc_python_out=$(OUT) --mypy_out=$(OUT) --mypy_grpc_out=$(OUT) \
+		--connectrpc_out=$(OUT) --connectrpc_opt=protobuf=google \
 		$(PROTO_FILES)
 	touch $(OUT)/ragagent/__init__.py $(OUT)/ragagent/v1/__init__.py $(OUT)/ragagent/py.typed
+
+# The chat widget (web/): its TypeScript from protos/ (protoc-gen-es), then the bundle in
+# web/dist that `ragagent serve --web` serves. Both are committed; these rebuild them.
+WEB_BIN := web/node_modules/.bin
+
+$(WEB_BIN)/esbuild: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	touch $@
+
+web-gen: setup $(WEB_BIN)/esbuild ## regenerate the widget's TypeScript (web/src/gen) from protos/
+	rm -rf web/src/gen && mkdir -p web/src/gen
+	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I protos -I $(PROTO_DEPS) \
+		--plugin=protoc-gen-es=$(WEB_BIN)/protoc-gen-es --es_out=web/src/gen \
+		--es_opt=target=ts,import_extension=none \
+		$(PROTO_FILES) $(PROTO_DEPS)/buf/validate/validate.proto
+
+web: $(WEB_BIN)/esbuild ## type-check and bundle the chat widget into web/dist (npm)
+	cd web && npm run check && npm run build
 
 check-gen: setup ## fail when generated/ is stale
 	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -31,7 +31,7 @@ from ragagent.v1 import (
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
 from service.api.health_port import HealthPort
-from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
+from service.api.interceptors import AccessLog, Chain, Layer, RequestIds, Validation
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
 from service.api.interceptors.limits import Limit, RateLimits
@@ -43,6 +43,9 @@ from service.observability.logging import get_logger
 from service.observability.wiring import Observability
 from service.runtime import Runtime, searcher
 from service.security.wiring import Security, describe
+
+if TYPE_CHECKING:
+    from service.http import HttpListener
 
 log = get_logger("ragagent.server")
 
@@ -63,45 +66,47 @@ class AgentServer:
         self.health = HealthServicer()
         self.security = Security.from_settings(settings)
         self.observability = observe = runtime.observability
+        layers = interceptor_layers(self.security, observe)
         self._server = grpc.aio.server(
-            interceptors=[interceptor_chain(self.security, observe)],
+            interceptors=[Chain(layers)],
             options=_channel_options(settings),
         )
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(
-            AgentServicer(
-                observe.retriever(searcher(self._settings, runtime.store)),
-                runtime.embedder,
-                default_threshold=settings.confidence_threshold,
-                agent=runtime.agent,
-                turns=observe.turns(runtime.sessions) if runtime.sessions else None,
-                listeners=observe.run_listeners(),
-                allowed_models=settings.allowed_models,
-            ),
-            self._server,
+        agent = AgentServicer(
+            observe.retriever(searcher(self._settings, runtime.store)),
+            runtime.embedder,
+            default_threshold=settings.confidence_threshold,
+            agent=runtime.agent,
+            turns=observe.turns(runtime.sessions) if runtime.sessions else None,
+            listeners=observe.run_listeners(),
+            allowed_models=settings.allowed_models,
         )
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(agent, self._server)
         # One servicer per server: it serialises ingests with a lock of its own.
         ingestor = Ingestor(
             runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
         )
-        corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
-            CorpusServicer(ingestor, runtime.store), self._server
-        )
+        corpus = CorpusServicer(ingestor, runtime.store)
+        corpus_pb2_grpc.add_CorpusServiceServicer_to_server(corpus, self._server)
         self._services = [AGENT_SERVICE, CORPUS_SERVICE]
-        if runtime.sessions is not None:
-            session_pb2_grpc.add_SessionServiceServicer_to_server(
-                SessionServicer(runtime.sessions), self._server
-            )
+        sessions = SessionServicer(runtime.sessions) if runtime.sessions is not None else None
+        if sessions is not None:
+            session_pb2_grpc.add_SessionServiceServicer_to_server(sessions, self._server)
             self._services.append(SESSION_SERVICE)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
             [*self._services, HEALTH_SERVICE, reflection.SERVICE_NAME], self._server
         )
+        # The HTTP listener (Connect, gRPC-Web): the same servicer objects and layers.
+        self.http = _http_listener(settings, layers, agent, corpus, sessions, self.health)
+        self.http_port = 0
+        self.http_web = settings.http_web
         self.port = 0
         address = settings.health_address
         self.health_port = HealthPort(address, self.health) if address else None
 
     async def start(self) -> int:
         """Binds and starts; returns the bound port (useful with port 0)."""
+        _check_web(self._settings)
         tls = self.security.tls
         try:
             if tls is not None:
@@ -121,6 +126,14 @@ class AgentServer:
         except ConfigurationError:
             await self._server.stop(0)
             raise
+        if self.http is not None:
+            try:
+                self.http_port = await self.http.start()
+            except ConfigurationError:
+                await self._server.stop(0)
+                if self.health_port is not None:
+                    await self.health_port.stop()
+                raise
         for name in ("", *self._services):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -131,7 +144,17 @@ class AgentServer:
             tls="mutual" if tls and tls.requires_client_certificate else bool(tls),
             authentication=describe(self.security),
         )
+        if self.http is not None:
+            log.info(
+                "serving http",
+                address=self.http.address,
+                port=self.http_port,
+                protocols="connect, grpc-web",
+                web=self.http_web,
+            )
         _warn_if_exposed(self._settings)
+        if self.http is not None:  # the same callers, the same warning
+            _warn_if_exposed(self._settings.model_copy(update={"address": self.http.address}))
         return self.port
 
     async def reload_certificates(self) -> bool:
@@ -143,7 +166,7 @@ class AgentServer:
         await self.health.enter_graceful_shutdown()
         grace = self._settings.grace_period if grace is None else grace
         log.info("shutting down", grace_period_s=grace)
-        stopping = asyncio.create_task(self._server.stop(grace), name="grpc-server-stop")
+        stopping = asyncio.create_task(self._stop_listeners(grace), name="server-stop")
         agent = self._runtime.agent
         if agent is not None:
             # Runs still going when the grace period is nearly over are stopped first, so
@@ -159,6 +182,13 @@ class AgentServer:
         await self.security.stop()
         await self.observability.stop()
 
+    async def _stop_listeners(self, grace: float) -> None:
+        """Both listeners stop accepting at once and drain side by side."""
+        if self.http is None:
+            await self._server.stop(grace)
+            return
+        await asyncio.gather(self._server.stop(grace), self.http.stop(grace))
+
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()
 
@@ -166,6 +196,13 @@ class AgentServer:
 def interceptor_chain(
     security: Security | None = None, observability: Observability | None = None
 ) -> Chain:
+    """The gRPC server's one interceptor over :func:`interceptor_layers`."""
+    return Chain(interceptor_layers(security, observability))
+
+
+def interceptor_layers(
+    security: Security | None = None, observability: Observability | None = None
+) -> list[Layer]:
     """Every call's steps, outermost first: request ids bind before anything logs, the
     trace continues the caller's (so every later line carries its id), the access log sees
     every outcome (and the principal), metrics count every call (refused ones too),
@@ -175,18 +212,51 @@ def interceptor_chain(
     authentication = security.authentication if security else Authentication()
     limits = security.limits if security else RateLimits()
     tracing, metrics = observability.rpc_layers() if observability else (None, None)
-    return Chain(
-        [
-            RequestIds(),
-            *([tracing] if tracing else []),
-            AccessLog(),
-            *([metrics] if metrics else []),
-            Authenticate(authentication),
-            Authorize(),
-            Limit(limits),
-            Validation(),
-        ]
+    return [
+        RequestIds(),
+        *([tracing] if tracing else []),
+        AccessLog(),
+        *([metrics] if metrics else []),
+        Authenticate(authentication),
+        Authorize(),
+        Limit(limits),
+        Validation(),
+    ]
+
+
+def _check_web(settings: Settings) -> None:
+    """The chat widget must be built before --web can serve it."""
+    if not (settings.http_address and settings.http_web):
+        return
+    from service.http import default_web_dir
+
+    web = settings.http_web_dir or default_web_dir()
+    if not (web / "index.html").is_file():
+        raise ConfigurationError(
+            f"--web / RAGAGENT_HTTP_WEB: the chat widget is not built ({web}/index.html is "
+            "missing); run `make web`, or set RAGAGENT_HTTP_WEB_DIR to its folder"
+        )
+
+
+def _http_listener(settings: Settings, layers: list[Layer], *servicers: Any) -> HttpListener | None:
+    """Connect and gRPC-Web at RAGAGENT_HTTP_ADDRESS, if set (service.http)."""
+    if not settings.http_address:
+        return None
+    from service.http import HttpListener, connect_application, default_web_dir
+
+    agent, corpus, sessions, health = servicers
+    web = (settings.http_web_dir or default_web_dir()) if settings.http_web else None
+    app = connect_application(
+        agent=agent,
+        corpus=corpus,
+        sessions=sessions,
+        health=health,
+        layers=layers,
+        max_message_bytes=settings.max_message_bytes,
+        cors_origins=settings.cors_origins,
+        web=web,
     )
+    return HttpListener(app, settings.http_address)
 
 
 def _warn_if_exposed(settings: Settings) -> None:

@@ -20,6 +20,9 @@ from service.commands.flags import Flag, settings_with_flags
 from service.config import describe_settings
 from service.observability.logging import configure_logging
 
+# Where --web serves the widget when no HTTP address is given.
+DEFAULT_WEB_ADDRESS = "127.0.0.1:8080"
+
 
 def settings_epilog() -> str:
     lines = ["settings (environment variables, also read from ./.env):"]
@@ -39,6 +42,17 @@ def register(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--address", help="HOST:PORT to listen on (RAGAGENT_ADDRESS)")
+    serve.add_argument(
+        "--http-address",
+        help="HOST:PORT of the HTTP listener: Connect, gRPC-Web, JSON (RAGAGENT_HTTP_ADDRESS)",
+    )
+    serve.add_argument(
+        "--web",
+        action="store_true",
+        default=None,
+        help="serve the chat widget at / of the HTTP listener (RAGAGENT_HTTP_WEB; "
+        "the listener defaults to 127.0.0.1:8080 then)",
+    )
     serve.set_defaults(run=run_serve)
 
     health = commands.add_parser(
@@ -54,7 +68,13 @@ def register(commands: Any) -> None:
 async def run_serve(args: argparse.Namespace) -> int:
     from service.server import serve
 
-    settings = settings_with_flags(Flag("--address", "address", args.address))
+    settings = settings_with_flags(
+        Flag("--address", "address", args.address),
+        Flag("--http-address", "http_address", args.http_address),
+        Flag("--web", "http_web", args.web),
+    )
+    if settings.http_web and not settings.http_address:
+        settings = settings.model_copy(update={"http_address": DEFAULT_WEB_ADDRESS})
     configure_logging(settings.log_level, settings.log_format)
     await serve(settings)
     return 0

@@ -1,9 +1,9 @@
 """generated/ragagent is exactly what protos/ generates: the equivalent of `make check-gen`.
 
 The code is regenerated into a temporary folder with the command of the Makefile's
-``gen-into`` target (grpc_tools' protoc with the python, grpc, mypy and mypy-grpc plugins),
-then compared file by file with the committed code. ``make check-gen`` itself is not run
-because it first runs ``make setup``, which provisions models.
+``gen-into`` target (grpc_tools' protoc with the python, grpc, mypy, mypy-grpc and
+connectrpc plugins), then compared file by file with the committed code. ``make check-gen``
+itself is not run because it first runs ``make setup``, which provisions models.
 """
 
 from __future__ import annotations
@@ -51,15 +51,16 @@ def regenerate(out: Path) -> Path:
     if not PROTO_DEPS.is_dir():
         pytest.skip(f"{PROTO_DEPS.relative_to(ROOT)} is missing (buf/validate): run `make setup`")
     bin_dir = Path(sys.executable).parent
-    for plugin in ("protoc-gen-mypy", "protoc-gen-mypy_grpc"):
+    for plugin in ("protoc-gen-mypy", "protoc-gen-mypy_grpc", "protoc-gen-connectrpc"):
         if not (bin_dir / plugin).exists() and shutil.which(plugin) is None:
-            pytest.skip(f"{plugin} (mypy-protobuf) is not installed: run `make setup`")
+            pytest.skip(f"{plugin} is not installed: run `make setup`")
     protos = sorted(path.relative_to(ROOT).as_posix() for path in PROTOS.rglob("*.proto"))
     command = [
         sys.executable, "-m", "grpc_tools.protoc",
         "-I", "protos", "-I", str(PROTO_DEPS.relative_to(ROOT)),
         f"--python_out={out}", f"--grpc_python_out={out}",
         f"--mypy_out={out}", f"--mypy_grpc_out={out}",
+        f"--connectrpc_out={out}", "--connectrpc_opt=protobuf=google",
         *protos,
     ]  # fmt: skip
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
