@@ -40,7 +40,7 @@ from service.errors import ConfigurationError
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
-from service.runtime import Runtime, searcher
+from service.runtime import Runtime
 from service.security.wiring import Security, describe
 
 log = get_logger("ragagent.server")
@@ -68,7 +68,7 @@ class AgentServer:
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
             AgentServicer(
-                observe.retriever(searcher(self._settings, runtime.store)),
+                runtime.retriever,
                 runtime.embedder,
                 default_threshold=settings.confidence_threshold,
                 agent=runtime.agent,

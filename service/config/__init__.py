@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
 from service.config.paths import default_data_dir, default_model_dir
 from service.config.retrieval import EmbeddingSettings, StoreSettings
+from service.config.search import SearchStepSettings
 from service.config.serving import CallerSettings, ServingSettings
 from service.errors import ConfigurationError
 
@@ -38,6 +39,7 @@ class Settings(
     AgentSettings,
     ModelSettings,
     EmbeddingSettings,
+    SearchStepSettings,
     StoreSettings,
     CallerSettings,
     ServingSettings,

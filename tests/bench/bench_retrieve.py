@@ -19,8 +19,8 @@ from service.config import Settings
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
-from service.retrieval.edge_store import EdgeStore
-from service.runtime import Runtime, searcher
+from service.retrieval.pipeline import SearchPipeline
+from service.runtime import Runtime
 from service.server import AgentServer
 from tests.bench.common import corpus, report, summary, timed
 
@@ -44,9 +44,9 @@ async def main() -> None:
             port = await server.start()
             rotation = iter(range(10**9))
 
-            # What Retrieve runs, called in-process: the store's search (pieces scored)
-            # and the reranker the settings name.
-            search = searcher(settings, runtime.store)
+            # What Retrieve runs, called in-process: the search pipeline the runtime built
+            # (pieces scored, the reranker the settings name).
+            search = runtime.retriever
 
             async def direct() -> None:
                 query = QUERIES[next(rotation) % len(QUERIES)]
@@ -54,21 +54,15 @@ async def main() -> None:
 
             # What the quality steps cost (piece scoring and reranking, 2026-11-23): the same
             # searches on the cosine alone, interleaved with the default ones.
-            store = runtime.store
-            assert isinstance(store, EdgeStore)
+            plain = SearchPipeline(runtime.store, runtime.embedder)
             plain_s: list[float] = []
             steps_s: list[float] = []
             for index in range(REPEAT + 1):
                 query = QUERIES[index % len(QUERIES)]
-                for weight, retriever, samples in (
-                    (0.0, store, plain_s),
-                    (settings.piece_weight, search, steps_s),
-                ):
-                    store.piece_weight = weight
+                for retriever, samples in ((plain, plain_s), (search, steps_s)):
                     started = time.perf_counter()
                     await retriever.search(query, limit=5, threshold=0.35)
                     samples.append(time.perf_counter() - started)
-            store.piece_weight = settings.piece_weight
 
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = agent_pb2_grpc.AgentServiceStub(channel)
