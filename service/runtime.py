@@ -140,6 +140,10 @@ def build_reranker(
         return lexical
     if not settings.reranker_url:
         raise ConfigurationError("RAGAGENT_RERANKER=http needs RAGAGENT_RERANKER_URL")
+    if not settings.reranker_url.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"RAGAGENT_RERANKER_URL={settings.reranker_url!r} is not an http(s) URL"
+        )
     if stack is None:
         raise ConfigurationError("RAGAGENT_RERANKER=http needs a runtime opened by Runtime.open")
     client = httpx.AsyncClient(timeout=settings.reranker_timeout)

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 
 import httpx
 import pytest
 
+from service.config import Settings
 from service.domain import Deadline, ScoredChunk
+from service.errors import ConfigurationError
 from service.retrieval.http_rerank import HttpReranker, RerankResponseError, read_ranking
 from service.retrieval.rerank import LexicalReranker
+from service.runtime import build_reranker
 from tests.helpers import make_chunk
 from tests.retrieval.rerank_server import Script, rerank_server
 
@@ -161,3 +165,27 @@ def test_the_response_is_checked_before_it_is_used() -> None:
     ):
         with pytest.raises(RerankResponseError):
             read_ranking(bad, 2)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"reranker": "http"}, "needs RAGAGENT_RERANKER_URL"),
+        ({"reranker": "http", "reranker_url": "127.0.0.1:8080/rerank"}, "not an http"),
+    ],
+)
+async def test_an_http_reranker_without_a_usable_url_stops_start_up(
+    settings: dict[str, str], message: str
+) -> None:
+    async with AsyncExitStack() as stack:
+        with pytest.raises(ConfigurationError, match=message):
+            build_reranker(Settings(**settings), stack)  # type: ignore[arg-type]
+
+
+async def test_the_settings_choose_the_reranker() -> None:
+    async with AsyncExitStack() as stack:
+        assert build_reranker(Settings(reranker="none"), stack) is None
+        assert isinstance(build_reranker(Settings(), stack), LexicalReranker)
+        url = "http://127.0.0.1:1/rerank"
+        chosen = build_reranker(Settings(reranker="http", reranker_url=url), stack)
+        assert isinstance(chosen, HttpReranker)
