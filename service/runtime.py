@@ -4,13 +4,16 @@ The composition root's first half. ``Runtime.open`` builds, in this order, the b
 executor (first, so closed last), the embedder, the chunk store (embedded qdrant-edge or a
 Qdrant server), the chat model client, the agent, the session store and its purger, and
 closes them in reverse order. ``service.server`` serves a ``Runtime`` over grpc.aio; the
-CLI's one-shot commands (ingest, eval, migrate) use it without a server.
+CLI's one-shot commands (ingest, eval) use it without a server.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
+
+import httpx
 
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.agent.prompts import read_opening
@@ -20,12 +23,12 @@ from service.executor import INLINE, Blocking, BlockingExecutor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
 from service.retrieval.base import ChunkStore, Embedder, Retriever
-from service.retrieval.edge_migrate import migrate_local, old_store_holds
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
-from service.retrieval.lexical import TermCheck
+from service.retrieval.http_rerank import HttpReranker
+from service.retrieval.pipeline import SearchPipeline, SearchSteps
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
-from service.retrieval.rerank import LexicalReranker, RerankingRetriever
+from service.retrieval.rerank import LexicalReranker, Reranker
 from service.sessions import SessionPurger, SessionStore, open_session_store
 
 log = get_logger("ragagent.runtime")
@@ -83,14 +86,8 @@ async def open_store(
 ) -> ChunkStore:
     """The store the settings name, its collection made or checked; closed by ``stack``.
 
-    Embedded (no RAGAGENT_QDRANT_URL): qdrant-edge under RAGAGENT_DATA_DIR, after migrating
-    a folder of the old local-mode format if one holds the collection. Otherwise a server.
+    Embedded (no RAGAGENT_QDRANT_URL): qdrant-edge under RAGAGENT_DATA_DIR. Otherwise a server.
     """
-    term_check = (
-        TermCheck(embedder.count_tokens, penalty=settings.unknown_term_penalty)
-        if settings.unknown_term_penalty < 1
-        else None
-    )
     if settings.qdrant_url is None:
         edge = await EdgeStore.open(
             settings.edge_path,
@@ -98,13 +95,8 @@ async def open_store(
             collection=settings.qdrant_collection,
             executor=executor,
             call_timeout=settings.qdrant_timeout,
-            term_check=term_check,
-            hybrid=settings.retrieval_mode == "hybrid",
-            piece_weight=settings.piece_weight,
         )
         stack.push_async_callback(edge.close)
-        if old_store_holds(settings.qdrant_path, settings.qdrant_collection):
-            await migrate_local(settings.qdrant_path, edge, executor=executor)
         return edge
     api_key = settings.qdrant_api_key
     client = open_qdrant_client(
@@ -118,20 +110,62 @@ async def open_store(
         embedder,
         collection=settings.qdrant_collection,
         timeout=settings.qdrant_timeout,
-        term_check=term_check,
         hybrid=settings.retrieval_mode == "hybrid",
-        piece_weight=settings.piece_weight,
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()
     return store
 
 
-def searcher(settings: Settings, store: ChunkStore) -> Retriever:
-    """The store's search, reranked when the settings ask for it."""
+def search_steps(settings: Settings) -> SearchSteps:
+    """Which steps a search runs, from the settings."""
+    return SearchSteps(
+        hybrid=settings.retrieval_mode == "hybrid",
+        piece_weight=settings.piece_weight,
+        per_document=settings.retrieval_per_document,
+        threshold_on_rerank=settings.reranker == "http" and settings.reranker_threshold_scores,
+    )
+
+
+def build_reranker(
+    settings: Settings,
+    stack: AsyncExitStack | None,
+    on_fallback: Callable[[str], None] = lambda reason: None,
+) -> Reranker | None:
+    """The reranker the settings name (None: none); an HTTP one's client closes with ``stack``."""
+    if settings.reranker == "none":
+        return None
+    lexical = LexicalReranker()
     if settings.reranker == "lexical":
-        return RerankingRetriever(store, LexicalReranker())
-    return store
+        return lexical
+    if not settings.reranker_url:
+        raise ConfigurationError("RAGAGENT_RERANKER=http needs RAGAGENT_RERANKER_URL")
+    if not settings.reranker_url.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"RAGAGENT_RERANKER_URL={settings.reranker_url!r} is not an http(s) URL"
+        )
+    if stack is None:
+        raise ConfigurationError("RAGAGENT_RERANKER=http needs a runtime opened by Runtime.open")
+    client = httpx.AsyncClient(timeout=settings.reranker_timeout)
+    stack.push_async_callback(client.aclose)
+    key = settings.reranker_api_key
+    return HttpReranker(
+        client,
+        url=settings.reranker_url,
+        fallback=lexical,
+        timeout=settings.reranker_timeout,
+        model=settings.reranker_model,
+        api_key=key.get_secret_value() if key else None,
+        replace_scores=settings.reranker_threshold_scores,
+        on_fallback=on_fallback,
+    )
+
+
+def build_retriever(
+    settings: Settings, store: ChunkStore, reranker: Reranker | None
+) -> SearchPipeline:
+    """The one search every caller uses: the store's engine with the settings' steps."""
+    return SearchPipeline(store, store.embedder, search_steps(settings), reranker=reranker)
 
 
 class Runtime:
@@ -144,6 +178,7 @@ class Runtime:
         store: ChunkStore,
         *,
         agent: Agent | None = None,
+        retriever: Retriever | None = None,
         sessions: SessionStore | None = None,
         stack: AsyncExitStack | None = None,
         executor: BlockingExecutor | None = None,
@@ -159,6 +194,11 @@ class Runtime:
         self._owns_executor = executor is None
         self.executor = executor or BlockingExecutor(settings.blocking_threads)
         self.observability = observability or Observability.from_settings(settings)
+        # The search every caller uses, built once (the server and the agent share it); a
+        # runtime assembled by hand gets the settings' steps, observed.
+        self.retriever = retriever or self.observability.retriever(
+            build_retriever(settings, store, build_reranker(settings, None))
+        )
 
     @classmethod
     async def open(
@@ -184,6 +224,9 @@ class Runtime:
                 embedder = embedder.using(executor)
             embedder = observe.embedder(embedder)
             store = await open_store(settings, embedder, executor, stack)
+            fallbacks = observe.metrics.reranker_fallbacks
+            reranker = build_reranker(settings, stack, lambda r: fallbacks.labels(r).inc())
+            retriever = observe.retriever(build_retriever(settings, store, reranker))
             model = None
             if settings.effective_strategy != "extractive":
                 llm = build_openai_client(settings, http_client=observe.model_http_client())
@@ -191,7 +234,7 @@ class Runtime:
                 model = observe.model(OpenAIChatModel.from_settings(llm, settings))
             agent = Agent(
                 settings,
-                retriever=observe.retriever(searcher(settings, store)),
+                retriever=retriever,
                 model=model,
                 embedder=embedder,
                 system_prompt=opening,
@@ -213,6 +256,7 @@ class Runtime:
                 embedder,
                 store,
                 agent=agent,
+                retriever=retriever,
                 sessions=sessions,
                 stack=stack.pop_all(),
                 executor=executor,

@@ -41,7 +41,7 @@ from service.errors import ConfigurationError
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
-from service.runtime import Runtime, searcher
+from service.runtime import Runtime
 from service.security.wiring import Security, describe
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class AgentServer:
             options=_channel_options(settings),
         )
         agent = AgentServicer(
-            observe.retriever(searcher(self._settings, runtime.store)),
+            runtime.retriever,
             runtime.embedder,
             default_threshold=settings.confidence_threshold,
             agent=runtime.agent,

@@ -20,6 +20,7 @@ from service.config.health import HealthSettings
 from service.config.http import HttpSettings
 from service.config.paths import default_data_dir, default_model_dir
 from service.config.retrieval import EmbeddingSettings, StoreSettings
+from service.config.search import SearchStepSettings
 from service.config.serving import CallerSettings, ServingSettings
 from service.errors import ConfigurationError
 
@@ -41,6 +42,7 @@ class Settings(
     AgentSettings,
     ModelSettings,
     EmbeddingSettings,
+    SearchStepSettings,
     StoreSettings,
     HealthSettings,
     CallerSettings,

@@ -30,17 +30,6 @@ class StoreSettings(BaseModel):
         le=1,
         description="Default minimum relevance score (0-1) for a source to be used.",
     )
-    # 0.5: the best cosine of a question naming what the book lacks reaches 0.63 on the
-    # tuned set (ros2_control, next to the URDF hardware-interface pages); halved, it falls
-    # below the default threshold. Answerable questions there never get the factor.
-    unknown_term_penalty: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="Factor applied to every score when the question names a specific term "
-        "(a rare word, a name, a version, an acronym, a compound identifier such as "
-        "ros2_control) that no chunk contains; 1 disables the check.",
-    )
     # 0.9: measured on the four read question sets (service.retrieval.piece_vectors.PieceMatch);
     # 1 lets a short piece that repeats the question's words outrank whole chunks.
     piece_weight: float = Field(
@@ -58,10 +47,11 @@ class StoreSettings(BaseModel):
     )
     # lexical since 2026-11-23: over piece-scored candidates it raised MRR on the four read
     # question sets from 0.894 to 0.918 (recall@5 0.964 -> 0.971), weights 0.1-0.3 alike.
-    reranker: Literal["none", "lexical"] = Field(
+    reranker: Literal["none", "lexical", "http"] = Field(
         "lexical",
         description="Reorders 3x the requested results after retrieval; lexical: a bonus for "
-        "the query's rarer words found in a chunk. Scores and the threshold are unchanged.",
+        "the query's rarer terms found in a chunk (scores and the threshold unchanged); "
+        "http: a cross-encoder behind RERANKER_URL, falling back to lexical when it fails.",
     )
 
 

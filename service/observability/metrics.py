@@ -133,6 +133,13 @@ class Metrics:
             ("status", "strategy"),
             registry=r,
         )
+        self.reranker_fallbacks = Counter(
+            "ragagent_reranker_fallbacks",
+            "Searches the lexical reranker ordered because the HTTP reranker failed (reason: "
+            "timeout, status, connection, malformed).",
+            ("reason",),
+            registry=r,
+        )
         self.ingest_chunks = Counter(
             "ragagent_ingest_chunks", "Chunks written to the store by ingestion.", registry=r
         )

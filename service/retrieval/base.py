@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 
@@ -114,6 +115,40 @@ class Retriever(Protocol):
         the run's query vectors, reused and added to (None: embed the query now)."""
 
 
+@dataclass(frozen=True, slots=True)
+class EngineHit:
+    """One candidate as an engine returns it: the stored payload and its cosine."""
+
+    payload: dict[str, Any]
+    similarity: float
+
+
+class SearchEngine(Protocol):
+    """The thin port each store implements: one engine query, translated, nothing else."""
+
+    async def nearest(
+        self,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        filters: SearchFilters | None,
+        score_threshold: float | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        """The ``limit`` chunks nearest to ``vector`` (cosine, best first)."""
+
+    async def fused(
+        self,
+        vector: Sequence[float],
+        query: str,
+        *,
+        limit: int,
+        filters: SearchFilters | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        """Dense and BM25 candidates fused by rank (RRF), each with its cosine to ``vector``."""
+
+
 class DocumentWrites(Protocol):
     """The document-level side of the store that ingestion uses (and metrics wrap)."""
 
@@ -142,7 +177,7 @@ class DocumentWrites(Protocol):
         """(documents, chunks) in the store."""
 
 
-class ChunkStore(DocumentWrites, Retriever, Protocol):
+class ChunkStore(DocumentWrites, SearchEngine, Retriever, Protocol):
     """Everything a store offers the rest of the service: search, documents, its identity.
 
     Two implementations: the embedded engine (qdrant-edge, under RAGAGENT_DATA_DIR) and a

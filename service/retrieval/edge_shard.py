@@ -51,14 +51,10 @@ def shard_config(dimension: int) -> qe.EdgeConfig:
 
 
 def _indexes() -> list[qe.UpdateOperation]:
-    ops = [
+    return [
         qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
         for name in KEYWORD_INDEXES
     ]
-    # The term check matches whole lower-cased words; indexed, a lookup is no scan.
-    text = qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True)
-    ops.append(qe.UpdateOperation.create_field_index("text", text))
-    return ops
 
 
 class EdgeCalls:

@@ -25,10 +25,9 @@ import qdrant_edge as qe
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder, QueryVectors, query_vector
+from service.retrieval.base import Embedder, EngineHit, QueryVectors
 from service.retrieval.edge_optimizer import QuietOptimizer
 from service.retrieval.edge_payload import (
-    RECORD,
     RRF_K,
     cosine,
     document_record,
@@ -39,8 +38,8 @@ from service.retrieval.edge_payload import (
     to_edge_filter,
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
-from service.retrieval.lexical import TermCheck, unknown_term_factor
-from service.retrieval.qdrant_payload import piece_search, rank, url_prefixes
+from service.retrieval.pipeline import SearchPipeline
+from service.retrieval.qdrant_payload import url_prefixes
 
 log = get_logger("ragagent.store")
 
@@ -56,20 +55,12 @@ class EdgeStore:
         embedder: Embedder,
         *,
         collection: str,
-        term_check: TermCheck | None = None,
-        hybrid: bool = False,
-        piece_weight: float = 0.0,
     ) -> None:
         self._calls = calls
         self._shard = calls.shard
         self._embedder = embedder
         self._collection = collection
-        self._term_check = term_check
-        # > 0: dense searches also score chunks by their best piece (PieceMatch).
-        self.piece_weight = piece_weight
         self._bm25 = qe.Bm25()
-        self.hybrid = hybrid
-        self.rrf_k = RRF_K
         self.optimizer = QuietOptimizer(self.optimize)
 
     @classmethod
@@ -81,9 +72,6 @@ class EdgeStore:
         collection: str,
         executor: Blocking,
         call_timeout: float = 10.0,
-        term_check: TermCheck | None = None,
-        hybrid: bool = False,
-        piece_weight: float = 0.0,
     ) -> EdgeStore:
         """Opens the shard in ``root`` (made if absent) on the executor: loading blocks."""
         calls = await executor.run(
@@ -95,10 +83,7 @@ class EdgeStore:
                 timeout=call_timeout,
             )
         )
-        return cls(
-            calls, embedder, collection=collection, term_check=term_check, hybrid=hybrid,
-            piece_weight=piece_weight,
-        )  # fmt: skip
+        return cls(calls, embedder, collection=collection)
 
     @property
     def collection(self) -> str:
@@ -114,7 +99,7 @@ class EdgeStore:
     def embedder(self) -> Embedder:
         return self._embedder
 
-    # --- Retriever ---------------------------------------------------------------------
+    # --- SearchEngine (service.retrieval.pipeline) ---------------------------------------
 
     async def search(
         self,
@@ -126,64 +111,48 @@ class EdgeStore:
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
-        vector = await query_vector(self._embedder, query, vectors, deadline)
-        return await self.search_vector(
-            vector, query=query, limit=limit, threshold=threshold, filters=filters,
-            deadline=deadline,
+        """The engine's cosine alone (the service searches through the pipeline the
+        composition root builds, with its steps)."""
+        return await SearchPipeline(self, self._embedder).search(
+            query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
+            vectors=vectors,
         )  # fmt: skip
 
-    async def search_vector(
+    async def nearest(
         self,
         vector: Sequence[float],
         *,
-        query: str,
         limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-    ) -> list[ScoredChunk]:
-        """The search after embedding (benchmarks time it apart from the embedding)."""
-        edge_filter, exact_prefix = to_edge_filter(filters)
-        # A prefix not ending at "/" is refined here, so ask for more to still fill `limit`.
-        fetch = limit if exact_prefix is None else min(limit * 4, 200)
-        pieces = None
-        if self.hybrid and query.strip():
-            points = await self._hybrid(vector, query, fetch, edge_filter, deadline)
-        else:
-            pieces, fetch, cut = piece_search(vector, self.piece_weight, fetch, threshold)
-            request = qe.QueryRequest(
-                limit=fetch,
-                query=qe.Query.Nearest(list(vector), using=DENSE),
-                filter=edge_filter,
-                score_threshold=cut,
-                with_payload=True,
-            )
-            found = await self._calls.read(
-                partial(self._shard.query, request), deadline, "searching"
-            )
-            points = [(p.payload or {}, float(p.score)) for p in found]
-        factor = 1.0
-        if points and self._term_check is not None:
-            seen = [str(payload.get("text", "")) for payload, _ in points]
-            factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
-        return rank(
-            points, factor=factor, exact_prefix=exact_prefix, threshold=threshold, pieces=pieces
-        )[:limit]
+        filters: SearchFilters | None,
+        score_threshold: float | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(list(vector), using=DENSE),
+            filter=to_edge_filter(filters)[0],
+            score_threshold=score_threshold,
+            with_payload=True,
+        )
+        found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
+        return [EngineHit(p.payload or {}, float(p.score)) for p in found]
 
-    async def _hybrid(
+    async def fused(
         self,
         vector: Sequence[float],
         query: str,
+        *,
         limit: int,
-        edge_filter: qe.Filter | None,
+        filters: SearchFilters | None,
         deadline: Deadline | None,
-    ) -> list[tuple[dict[str, Any], float]]:
+    ) -> list[EngineHit]:
         """Dense and BM25 candidates fused by rank (RRF, in the engine's Query API).
 
         The order is the fusion's; the score of each hit is still its cosine to the query
         (computed from its stored vector), because RRF scores depend on ranks alone and
         could not be held to the confidence threshold that decides what is answerable.
         """
+        edge_filter = to_edge_filter(filters)[0]
         candidates = max(limit * 4, 20)
         request = qe.QueryRequest(
             limit=limit,
@@ -199,37 +168,18 @@ class EdgeStore:
                     filter=edge_filter,
                 ),
             ],
-            query=qe.Fusion.Rrf(k=self.rrf_k),  # type: ignore[arg-type]  # the stub types Fusion, not its variants
+            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types Fusion, not its variants
             with_payload=True,
             with_vector=[DENSE],
         )
         found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
         return [
-            (
+            EngineHit(
                 p.payload or {},
                 cosine(vector, p.vector.get(DENSE) if isinstance(p.vector, dict) else None),
             )
             for p in found
         ]
-
-    # --- the term check's view of the full-text index (lexical.TermIndex) ---------------
-
-    async def count_text_any(self, words: str, deadline: Deadline | None) -> int:
-        request = qe.CountRequest(filter=_text_filter(qe.MatchTextAny(words)), exact=True)
-        return int(
-            await self._calls.read(
-                partial(self._shard.count, request), deadline, "looking up a term"
-            )
-        )
-
-    async def texts_with_all(self, words: str, limit: int, deadline: Deadline | None) -> list[str]:
-        request = qe.ScrollRequest(
-            limit=limit, filter=_text_filter(qe.MatchText(words)), with_payload=True
-        )
-        page, _ = await self._calls.read(
-            partial(self._shard.scroll, request), deadline, "looking up a name"
-        )
-        return [str((p.payload or {}).get("text", "")) for p in page]
 
     # --- ChunkStore --------------------------------------------------------------------
 
@@ -323,26 +273,6 @@ class EdgeStore:
         records = await self._records(deadline)
         return len(records), sum(r.chunk_count for r in records)
 
-    async def count_chunk_points(self, *, deadline: Deadline | None = None) -> int:
-        """Chunks counted in the engine itself, records aside (migration checks with it)."""
-        request = qe.CountRequest(filter=qe.Filter(must_not=[match("kind", RECORD)]), exact=True)
-        return await self._calls.read(lambda: self._shard.count(request), deadline, "counting")
-
-    async def write_points(self, points: Sequence[qe.Point], *, deadline: Deadline | None) -> None:
-        """Stores prepared points as they are (migration copies chunks and records)."""
-
-        def write() -> None:
-            for start in range(0, len(points), _PAGE):
-                self._shard.update(qe.UpdateOperation.upsert_points(list(points[start:][:_PAGE])))
-            self._shard.flush()
-
-        await self._calls.write(write, deadline, "writing points")
-        self.optimizer.wrote(len(points))
-
     async def close(self) -> None:
         await self.optimizer.close()
         await self._calls.close()
-
-
-def _text_filter(match: Any) -> qe.Filter:
-    return qe.Filter(must=[qe.FieldCondition(key="text", match=match)])

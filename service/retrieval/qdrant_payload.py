@@ -14,9 +14,8 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from service.datadir import private_dir
-from service.domain import Chunk, ScoredChunk, SearchFilters
+from service.domain import Chunk, SearchFilters
 from service.errors import StoreLocked
-from service.retrieval.piece_vectors import PieceMatch
 
 _CHUNK_FIELDS = {f.name for f in fields(Chunk)}
 
@@ -96,51 +95,6 @@ def to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str 
 
 def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
     return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
-
-
-# Chunks read for a search scored by pieces: a chunk whose best piece answers the question
-# can sit below the requested few by its own vector. 20 found the most on the read question
-# sets (10, 15 and 50 candidates: one question fewer each, of 137).
-PIECE_CANDIDATES = 20
-
-
-def piece_search(
-    vector: Sequence[float], weight: float, fetch: int, threshold: float
-) -> tuple[PieceMatch | None, int, float | None]:
-    """How a dense search reads the engine: the piece scoring (None when ``weight`` is 0),
-    how many hits to ask for, and the engine's own score cut (none when pieces can lift a
-    chunk above its cosine: the threshold then applies in :func:`rank`)."""
-    if weight <= 0:
-        return None, fetch, threshold if threshold > 0 else None
-    return PieceMatch.of(vector, weight), max(fetch, PIECE_CANDIDATES), None
-
-
-def rank(
-    points: Sequence[tuple[dict[str, Any], float]],
-    *,
-    factor: float,
-    exact_prefix: str | None,
-    threshold: float,
-    pieces: PieceMatch | None = None,
-) -> list[ScoredChunk]:
-    """The hits of an engine's answer, on either engine alike: refined to the exact URL
-    prefix, scored by their best piece too when ``pieces`` is given (and then reordered),
-    cosine clamped to 0..1 and scaled by the out-of-corpus term factor, then held to the
-    threshold (which applies after the factor, so the engine's own cut is only a bound)."""
-    hits = []
-    for payload, similarity in points:
-        chunk = chunk_from_payload(payload)
-        if exact_prefix is not None and not chunk.url.startswith(exact_prefix):
-            continue
-        raw = similarity
-        if pieces is not None:
-            raw = pieces.score(similarity, payload.get("piece_vectors"))
-        score = max(0.0, min(1.0, raw)) * factor
-        if score >= threshold:
-            hits.append(ScoredChunk(chunk=chunk, score=score))
-    if pieces is not None:
-        hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: ties keep the engine's
-    return hits
 
 
 def parse_time(value: object) -> datetime | None:

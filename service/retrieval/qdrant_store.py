@@ -26,15 +26,13 @@ from qdrant_client import AsyncQdrantClient, models
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder, QueryVectors, query_vector
+from service.retrieval.base import Embedder, EngineHit, QueryVectors
 from service.retrieval.edge_payload import RRF_K, cosine
-from service.retrieval.lexical import TermCheck, unknown_term_factor
+from service.retrieval.pipeline import SearchPipeline
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_payload import (
     match_value,
     open_qdrant_client,
-    piece_search,
-    rank,
     to_filter,
     url_prefixes,
 )
@@ -62,17 +60,12 @@ class QdrantStore:
         collection: str,
         timeout: float = 10.0,
         payload_indexes: bool = True,
-        term_check: TermCheck | None = None,
         executor: Blocking | None = None,
         hybrid: bool = False,
-        piece_weight: float = 0.0,
     ) -> None:
         self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
         self._call = self._calls.run
         self._client = client
-        self._term_check = term_check
-        # > 0: dense searches also score chunks by their best piece (PieceMatch).
-        self.piece_weight = piece_weight
         # The embedded store ignores payload indexes (and warns); a server needs them.
         self._payload_indexes = payload_indexes
         self._embedder = embedder
@@ -108,7 +101,7 @@ class QdrantStore:
                 collection=self._collection,
             )
 
-    # --- Retriever ---------------------------------------------------------------------
+    # --- SearchEngine (service.retrieval.pipeline) ---------------------------------------
 
     async def search(
         self,
@@ -120,65 +113,55 @@ class QdrantStore:
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
     ) -> list[ScoredChunk]:
-        vector = await query_vector(self._embedder, query, vectors, deadline)
-        return await self.search_vector(
-            vector, query=query, limit=limit, threshold=threshold, filters=filters,
-            deadline=deadline,
+        """The engine's cosine alone (the service searches through the pipeline the
+        composition root builds, with its steps)."""
+        return await SearchPipeline(self, self._embedder).search(
+            query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
+            vectors=vectors,
         )  # fmt: skip
 
-    async def search_vector(
+    async def nearest(
         self,
         vector: Sequence[float],
         *,
-        query: str,
         limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-    ) -> list[ScoredChunk]:
-        """The search after embedding (benchmarks time it apart from the embedding)."""
-        query_filter, exact_prefix = to_filter(filters)
-        # A prefix that does not end at "/" is matched on its last "/" and refined here, so
-        # ask for more to still return `limit` hits after refining.
-        fetch = limit if exact_prefix is None else min(limit * 4, 200)
-        pieces = None
-        if self.hybrid and self._named and query.strip():
-            points = await self._hybrid(vector, query, fetch, query_filter, deadline)
-        else:
-            pieces, fetch, cut = piece_search(vector, self.piece_weight, fetch, threshold)
-            response = await self._call(
-                partial(
-                    self._client.query_points,
-                    self._collection,
-                    query=list(vector),
-                    using=DENSE if self._named else None,
-                    limit=fetch,
-                    query_filter=query_filter,
-                    score_threshold=cut,
-                    with_payload=True,
-                ),
-                deadline,
-                "searching",
-            )
-            points = [(p.payload or {}, float(p.score)) for p in response.points]
-        factor = 1.0
-        if points and self._term_check is not None:
-            seen = [str(payload.get("text", "")) for payload, _ in points]
-            factor = await unknown_term_factor(self._term_check, query, seen, self, deadline)
-        return rank(
-            points, factor=factor, exact_prefix=exact_prefix, threshold=threshold, pieces=pieces
-        )[:limit]
+        filters: SearchFilters | None,
+        score_threshold: float | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        response = await self._call(
+            partial(
+                self._client.query_points,
+                self._collection,
+                query=list(vector),
+                using=DENSE if self._named else None,
+                limit=limit,
+                query_filter=to_filter(filters)[0],
+                score_threshold=score_threshold,
+                with_payload=True,
+            ),
+            deadline,
+            "searching",
+        )
+        return [EngineHit(p.payload or {}, float(p.score)) for p in response.points]
 
-    async def _hybrid(
+    async def fused(
         self,
         vector: Sequence[float],
         query: str,
+        *,
         limit: int,
-        query_filter: models.Filter | None,
+        filters: SearchFilters | None,
         deadline: Deadline | None,
-    ) -> list[tuple[dict[str, Any], float]]:
+    ) -> list[EngineHit]:
         """Dense and BM25 candidates fused by RRF on the server; scores stay cosine (see
-        :meth:`EdgeStore._hybrid`, which does the same in the embedded engine)."""
+        :meth:`EdgeStore.fused`, which does the same in the embedded engine). A collection
+        from before named vectors has no BM25 vectors: its searches stay dense."""
+        if not self._named:
+            return await self.nearest(
+                vector, limit=limit, filters=filters, score_threshold=None, deadline=deadline
+            )
+        query_filter = to_filter(filters)[0]
         candidates = max(limit * 4, 20)
         terms = self._bm25.embed_query(query)
         response = await self._call(
@@ -205,41 +188,12 @@ class QdrantStore:
             "searching",
         )
         return [
-            (
+            EngineHit(
                 p.payload or {},
                 cosine(vector, p.vector.get(DENSE) if isinstance(p.vector, dict) else None),
             )
             for p in response.points
         ]
-
-    # --- the term check's view of the full-text index (lexical.TermIndex) ---------------
-
-    async def count_text_any(self, words: str, deadline: Deadline | None) -> int:
-        found = await self._call(
-            partial(
-                self._client.count,
-                self._collection,
-                count_filter=_text_filter(models.MatchTextAny(text_any=words)),
-                exact=True,
-            ),
-            deadline,
-            "looking up a term",
-        )
-        return found.count
-
-    async def texts_with_all(self, words: str, limit: int, deadline: Deadline | None) -> list[str]:
-        page, _ = await self._call(
-            partial(
-                self._client.scroll,
-                self._collection,
-                scroll_filter=_text_filter(models.MatchText(text=words)),
-                limit=limit,
-                with_payload=["text"],
-            ),
-            deadline,
-            "looking up a name",
-        )
-        return [str((p.payload or {}).get("text", "")) for p in page]
 
     # --- ChunkStore --------------------------------------------------------------------
 
@@ -332,7 +286,3 @@ class QdrantStore:
 
     async def close(self) -> None:
         await self._calls.close()
-
-
-def _text_filter(match: Any) -> models.Filter:
-    return models.Filter(must=[models.FieldCondition(key="text", match=match)])

@@ -1,13 +1,10 @@
 """Reranking after retrieval: a second look at the best candidates, in another light.
 
-The store ranks by embedding similarity (or its fusion with BM25); a reranker reorders a
-few more candidates than asked for and keeps the best. Scores stay the store's cosine, so
-the confidence threshold (applied by the store, before reranking) keeps its meaning: a
-reranker changes which of the relevant chunks come first, never whether a question is
-answerable.
-
-Only a lexical reranker is shipped: no small cross-encoder could be provisioned from a
-registry package here (see the README's retrieval quality section for the measurement).
+The engine ranks by embedding similarity (or its fusion with BM25); a reranker reorders a
+few more candidates than asked for (the pipeline keeps the best). The lexical reranker keeps
+the retrieval scores, so the confidence threshold keeps its meaning: it changes which of the
+relevant chunks come first, never whether a question is answerable. A cross-encoder behind
+an HTTP endpoint (:mod:`service.retrieval.http_rerank`) may also give the threshold its input.
 """
 
 from __future__ import annotations
@@ -17,9 +14,13 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from service.domain import Deadline, ScoredChunk, SearchFilters
-from service.retrieval.base import QueryVectors, Retriever
-from service.retrieval.lexical import STOPWORDS, TermCheck
+import qdrant_edge as qe
+
+from service.domain import Deadline, ScoredChunk
+
+# The engine's own analyser (the one its BM25 vectors use): English Snowball stems and stop
+# words, words of three letters or more. No word list is written here.
+_ANALYSER = qe.Bm25(qe.Bm25Config(language="english", min_token_len=3))
 
 
 class Reranker(Protocol):
@@ -30,8 +31,13 @@ class Reranker(Protocol):
     ) -> list[ScoredChunk]: ...
 
 
+def terms(text: str) -> frozenset[int]:
+    """The text's terms as the engine's analyser sees them (stemmed, stop words gone)."""
+    return frozenset(_ANALYSER.embed_query(text).indices)
+
+
 class LexicalReranker:
-    """Cosine plus a bonus for the query's content words found in the chunk's text and
+    """Retrieval score plus a bonus for the query's terms found in the chunk's text and
     headings: exact terms (a node name, a parameter) that an embedding blurs."""
 
     def __init__(self, *, weight: float = 0.1) -> None:
@@ -40,53 +46,23 @@ class LexicalReranker:
     async def rerank(
         self, query: str, candidates: Sequence[ScoredChunk], *, deadline: Deadline | None = None
     ) -> list[ScoredChunk]:
-        terms = {w for w in TermCheck.words(query) if len(w) > 2 and w not in STOPWORDS}
-        if not terms or not candidates:
+        wanted = terms(query)
+        if not wanted or not candidates:
             return list(candidates)
-        texts = [_words(c.chunk.title, c.chunk.heading, c.chunk.text) for c in candidates]
-        # Words in every candidate tell them apart no better than none: weigh by rarity.
-        df = {t: sum(t in words for words in texts) for t in terms}
-        idf = {t: math.log(1 + len(texts) / df[t]) if df[t] else 0.0 for t in terms}
+        texts = [_chunk_terms(c.chunk.title, c.chunk.heading, c.chunk.text) for c in candidates]
+        # Terms in every candidate tell them apart no better than none: weigh by rarity.
+        df = {t: sum(t in found for found in texts) for t in wanted}
+        idf = {t: math.log(1 + len(texts) / df[t]) if df[t] else 0.0 for t in wanted}
         total = sum(idf.values()) or 1.0
 
         def key(item: tuple[int, ScoredChunk]) -> float:
             i, hit = item
-            return hit.score + self.weight * sum(idf[t] for t in terms & texts[i]) / total
+            return hit.score + self.weight * sum(idf[t] for t in wanted & texts[i]) / total
 
         return [hit for _, hit in sorted(enumerate(candidates), key=key, reverse=True)]
 
 
 @functools.lru_cache(maxsize=1024)
-def _words(title: str, heading: str, text: str) -> frozenset[str]:
-    """A chunk's words, kept for the chunks searched most (reading them was most of what
-    reranking cost: ~0.3 ms for 15 candidates on 2 cores)."""
-    return frozenset(TermCheck.words(f"{title} {heading} {text}"))
-
-
-class RerankingRetriever:
-    """A Retriever that asks ``inner`` for ``depth`` times the results and reranks them."""
-
-    def __init__(self, inner: Retriever, reranker: Reranker, *, depth: int = 3) -> None:
-        self._inner = inner
-        self._reranker = reranker
-        self._depth = depth
-
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-        vectors: QueryVectors | None = None,
-    ) -> list[ScoredChunk]:
-        candidates = await self._inner.search(
-            query,
-            limit=limit * self._depth,
-            threshold=threshold,
-            filters=filters,
-            deadline=deadline,
-            vectors=vectors,
-        )
-        return (await self._reranker.rerank(query, candidates, deadline=deadline))[:limit]
+def _chunk_terms(title: str, heading: str, text: str) -> frozenset[int]:
+    """A chunk's terms, kept for the chunks searched most."""
+    return terms(f"{title} {heading} {text}")

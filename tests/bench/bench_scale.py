@@ -2,7 +2,7 @@
 
 Synthetic chunks (clustered 384-dimensional vectors, like a text embedder's, and short
 texts) go through each store's API: ``replace_document`` in documents of 10 chunks, then
-``search_vector`` (the search with the query already embedded), the two stores' queries
+the search pipeline's ``search_vector`` (the query already embedded), the two stores' queries
 interleaved one by one so that both see the same machine load. Baselines, measured in the
 same run: qdrant-client's local mode (the previous embedded store) searching in memory (its
 on-disk mode searches the same way), and writing on disk for the storage cost. The query
@@ -26,6 +26,7 @@ from service.config.retrieval import StoreSettings
 from service.domain import Chunk
 from service.executor import BlockingExecutor
 from service.retrieval.edge_store import EdgeStore
+from service.retrieval.pipeline import SearchPipeline, SearchSteps
 from service.retrieval.qdrant_calls import DENSE
 from service.retrieval.qdrant_store import QdrantStore
 from tests.bench.common import report, summary
@@ -115,10 +116,17 @@ async def interleaved(
     edge: EdgeStore, old: QdrantStore, queries: list[list[float]]
 ) -> tuple[list[float], list[float]]:
     edge_s, old_s = [], []
+    # As served by default: scored by pieces too, so 20 candidates are read per search
+    # (synthetic chunks carry no piece vectors; scoring them is timed by bench_retrieve).
+    steps = SearchSteps(piece_weight=DEFAULT_PIECE_WEIGHT)
+    searches = (
+        (SearchPipeline(edge, edge.embedder, steps), edge_s),
+        (SearchPipeline(old, old.embedder, steps), old_s),
+    )
     for vector in [queries[0], *queries]:  # the first one warms both up, and is dropped
-        for store, samples in ((edge, edge_s), (old, old_s)):
+        for pipeline, samples in searches:
             started = time.perf_counter()
-            await store.search_vector(vector, query="", limit=5, threshold=0.0)
+            await pipeline.search_vector(vector, query="", limit=5, threshold=0.0)
             samples.append(time.perf_counter() - started)
     return edge_s[1:], old_s[1:]
 
@@ -144,14 +152,11 @@ async def one_size(n: int, tmp: Path, executor: BlockingExecutor) -> float:
     docs = synthetic.documents(n)
     queries = synthetic.vectors(QUERIES).tolist()
     embedder = FixedEmbedder()
-    # As served by default: scored by pieces too, so 20 candidates are read per search
-    # (synthetic chunks carry no piece vectors; scoring them is timed by bench_retrieve).
     edge = await EdgeStore.open(
         tmp / f"edge-{n}",
         embedder,  # type: ignore[arg-type]
         collection="bench",
         executor=executor,
-        piece_weight=DEFAULT_PIECE_WEIGHT,
     )
     edge.optimizer.after_points = 10**12  # indexed below, timed
     client = AsyncQdrantClient(location=":memory:")

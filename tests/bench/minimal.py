@@ -25,7 +25,7 @@ from service.config import Settings
 from service.domain import ScoredChunk
 from service.executor import BlockingExecutor
 from service.retrieval.base import Retriever
-from service.runtime import build_embedder, open_store, searcher
+from service.runtime import build_embedder, build_reranker, build_retriever, open_store
 
 INSTRUCTIONS = (
     "Answer the question from the numbered passages, citing them like [1]. "
@@ -125,7 +125,8 @@ async def serve(port: int, build: Build) -> None:
         store = await open_store(settings, embedder, executor, stack)
         client = model_client(settings)
         stack.push_async_callback(client.close)
-        servicer = await build(Search(searcher(settings, store), settings), client, settings)
+        retriever = build_retriever(settings, store, build_reranker(settings, stack))
+        servicer = await build(Search(retriever, settings), client, settings)
         server = grpc.aio.server()
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
         server.add_insecure_port(f"127.0.0.1:{port}")

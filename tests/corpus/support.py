@@ -147,11 +147,11 @@ async def corpus_server(data_dir: Path, **overrides: object) -> AsyncIterator[Co
         CorpusServicer(ingestor, runtime.store), server
     )
     agent = Agent(
-        settings, retriever=runtime.store, embedder=runtime.embedder, strategy="extractive"
+        settings, retriever=runtime.retriever, embedder=runtime.embedder, strategy="extractive"
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
         AgentServicer(
-            runtime.store,
+            runtime.retriever,
             runtime.embedder,
             default_threshold=settings.confidence_threshold,
             agent=agent,

@@ -1,11 +1,10 @@
-"""The lexical reranker reorders by the query's rarer words, keeps scores, and the reranking
-retriever asks its store for more candidates than it returns."""
+"""The lexical reranker reorders by the query's rarer terms (the engine's analyser: stems,
+stop words) and keeps scores."""
 
 from __future__ import annotations
 
-from service.domain import Deadline, ScoredChunk, SearchFilters
-from service.retrieval.base import QueryVectors
-from service.retrieval.rerank import LexicalReranker, RerankingRetriever
+from service.domain import ScoredChunk
+from service.retrieval.rerank import LexicalReranker, terms
 from tests.helpers import make_chunk
 
 
@@ -28,28 +27,8 @@ async def test_a_query_of_stopwords_changes_nothing() -> None:
     assert await LexicalReranker().rerank("what is the", candidates) == candidates
 
 
-class Recording:
-    def __init__(self) -> None:
-        self.asked: list[int] = []
-
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-        vectors: QueryVectors | None = None,
-    ) -> list[ScoredChunk]:
-        self.asked.append(limit)
-        return [hit(f"d{i}", f"text {i}", 0.9 - i / 100) for i in range(limit)]
-
-
-async def test_the_retriever_fetches_depth_times_and_returns_limit() -> None:
-    inner = Recording()
-    found = await RerankingRetriever(inner, LexicalReranker(), depth=3).search(
-        "text", limit=4, threshold=0.3
-    )
-    assert inner.asked == [12]
-    assert len(found) == 4
+def test_terms_are_the_engines_stems_without_stop_words() -> None:
+    # One stem for the inflections, no term for "the", "do", "of".
+    assert terms("exchanging messages") == terms("exchange message")
+    assert terms("the") == frozenset()
+    assert len(terms("How do the nodes of ROS exchange messages?")) == 4

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -22,7 +23,7 @@ from service.executor import BlockingExecutor
 from service.retrieval import piece_vectors
 from service.retrieval.base import ChunkStore
 from service.retrieval.edge_store import EdgeStore
-from service.retrieval.lexical import TermCheck
+from service.retrieval.pipeline import SearchPipeline, SearchSteps
 from service.retrieval.qdrant_store import QdrantStore
 
 DIM = 64
@@ -48,12 +49,11 @@ class WordsEmbedder:
         return 512
 
     def count_tokens(self, text: str) -> int:
-        # Words of 9+ letters count as "split by the tokenizer": the term check's rare words.
-        return 3 if len(text) >= 9 else 1
+        return len(text.split())
 
     def vector(self, text: str) -> list[float]:
         v = [0.0] * self._dimension
-        for word in TermCheck.words(text):
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
             v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self._dimension] += 1.0
         norm = math.sqrt(sum(x * x for x in v)) or 1.0
         return [x / norm for x in v]
@@ -86,15 +86,10 @@ def chunk(doc: str, position: int, text: str, *, version: str = "v1", count: int
 async def open_store(
     kind: str, root: Path, embedder: WordsEmbedder, executor: BlockingExecutor
 ) -> EdgeStore | QdrantStore:
-    check = TermCheck(embedder.count_tokens, penalty=0.5)
     if kind == "edge":
-        return await EdgeStore.open(
-            root / "edge", embedder, collection="docs", executor=executor, term_check=check
-        )
+        return await EdgeStore.open(root / "edge", embedder, collection="docs", executor=executor)
     client = AsyncQdrantClient(path=str(root / "qdrant"))
-    store = QdrantStore(
-        client, embedder, collection="docs", payload_indexes=False, term_check=check
-    )
+    store = QdrantStore(client, embedder, collection="docs", payload_indexes=False, hybrid=True)
     await store.ensure_collection()
     return store
 
@@ -185,69 +180,6 @@ async def test_deleting_a_document(store: ChunkStore) -> None:
     assert await store.document_hashes() == {"sim-gazebo": "v1"}
 
 
-async def test_a_rare_term_in_no_chunk_lowers_every_score(store: ChunkStore) -> None:
-    await put(store, ROBOTS)
-    await put(store, [chunk("sim-isaac", 0, "simulators: omniverse renders scenes")])
-    known = await store.search("omniverse nodes topics", limit=1, threshold=0)
-    unknown = await store.search("catkinworkspace nodes topics", limit=1, threshold=0)
-    # "omniverse" is in a chunk not retrieved first: looked up, found, no penalty.
-    assert known[0].score == pytest.approx(
-        WordsEmbedderScore.cosine("omniverse nodes topics", known[0].chunk.text), abs=1e-4
-    )
-    assert unknown[0].score == pytest.approx(
-        0.5 * WordsEmbedderScore.cosine("catkinworkspace nodes topics", unknown[0].chunk.text),
-        abs=1e-4,
-    )
-
-
-async def test_a_compound_name_is_in_the_corpus_only_with_its_parts_adjacent(
-    store: ChunkStore,
-) -> None:
-    await put(store, ROBOTS)
-    # Both parts of "ros2_control" are in a chunk, apart: the name is still absent.
-    await put(store, [chunk("ros-control", 0, "control loops of ros2 nodes")])
-    query = "ros2_control nodes topics"
-    absent = await store.search(query, limit=1, threshold=0)
-    assert absent[0].score == pytest.approx(
-        0.5 * WordsEmbedderScore.cosine(query, absent[0].chunk.text), abs=1e-4
-    )
-    # Once a chunk (not the one retrieved first) holds it, there is no penalty.
-    await put(
-        store,
-        [
-            chunk(
-                "hw-plugins",
-                0,
-                "motor drivers as hardware plugins for ros2_control, loaded by name",
-            )
-        ],
-    )
-    present = await store.search(query, limit=1, threshold=0)
-    assert present[0].chunk.document_id == absent[0].chunk.document_id
-    assert present[0].score == pytest.approx(
-        WordsEmbedderScore.cosine(query, present[0].chunk.text), abs=1e-4
-    )
-
-
-async def test_a_capitalised_name_made_of_known_words_must_be_in_one_chunk(
-    store: ChunkStore,
-) -> None:
-    await put(store, ROBOTS)
-    await put(store, [chunk("spot", 0, "a spot on the floor"), chunk("sdk", 0, "an sdk")])
-    query = "How do ROS nodes use the Spot SDK topics?"
-    hits = await store.search(query, limit=1, threshold=0)
-    assert hits[0].score == pytest.approx(
-        0.5 * WordsEmbedderScore.cosine(query, hits[0].chunk.text), abs=1e-4
-    )
-
-
-class WordsEmbedderScore:
-    @staticmethod
-    def cosine(a: str, b: str) -> float:
-        e = WordsEmbedder()
-        return max(0.0, sum(x * y for x, y in zip(e.vector(a), e.vector(b), strict=True)))
-
-
 async def test_a_spent_deadline_fails_before_calling(store: ChunkStore) -> None:
     with pytest.raises(DeadlineExceeded):
         await store.count(deadline=Deadline.after(0))
@@ -309,16 +241,16 @@ async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(store: ChunkStore) -
     await put(store, GAZEBO)
     query = "gazebo physics engines"
     dense = await store.search(query, limit=3, threshold=0.0)
-    store.hybrid = True
-    hybrid = await store.search(query, limit=3, threshold=0.0)
+    fusing = SearchPipeline(store, store.embedder, SearchSteps(hybrid=True))
+    hybrid = await fusing.search(query, limit=3, threshold=0.0)
     assert hybrid[0].chunk == dense[0].chunk
     # Scores are each hit's cosine, whatever the fused order.
     by_text = {h.chunk.text: h.score for h in dense}
     for hit in hybrid:
         assert hit.score == pytest.approx(by_text[hit.chunk.text], abs=1e-4)
-    assert await store.search(query, limit=3, threshold=0.99) == []
+    assert await fusing.search(query, limit=3, threshold=0.99) == []
     ros_only = SearchFilters(module="ros")
-    filtered = await store.search(query, limit=3, threshold=0.0, filters=ros_only)
+    filtered = await fusing.search(query, limit=3, threshold=0.0, filters=ros_only)
     assert {h.chunk.document_id for h in filtered} <= {"ros-nodes"}
 
 
@@ -354,17 +286,17 @@ async def test_a_chunk_is_also_scored_by_its_best_piece(store: ChunkStore) -> No
     assert whole < dot(embedder.vector(query), embedder.vector(CAMERAS[0].text)) < 0.9 * best
     plain = await store.search(query, limit=2, threshold=0.0)
     assert [h.chunk.document_id for h in plain] == ["cameras", "sim-sensors"]
-    store.piece_weight = 0.9
-    scored = await store.search(query, limit=2, threshold=0.0)
+    pieces = SearchPipeline(store, embedder, SearchSteps(piece_weight=0.9))
+    scored = await pieces.search(query, limit=2, threshold=0.0)
     assert [h.chunk.document_id for h in scored] == ["sim-sensors", "cameras"]
     assert scored[0].score == pytest.approx(0.9 * best, abs=1e-3)  # float16 pieces
     # A threshold above the chunk's own cosine: its piece still carries it through.
     assert whole < 0.9 * best - 0.05
-    above = await store.search(query, limit=2, threshold=whole + 0.05)
+    above = await pieces.search(query, limit=2, threshold=whole + 0.05)
     assert above[0].chunk.document_id == "sim-sensors"
     # Hybrid keeps the fusion's order and the cosine scores (pieces not used).
-    store.hybrid = True
-    fused = await store.search(query, limit=2, threshold=0.0)
+    fusing = SearchPipeline(store, embedder, SearchSteps(hybrid=True, piece_weight=0.9))
+    fused = await fusing.search(query, limit=2, threshold=0.0)
     assert {h.chunk.document_id: h.score for h in fused}["sim-sensors"] == pytest.approx(
         whole, abs=1e-4
     )

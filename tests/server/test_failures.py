@@ -59,14 +59,9 @@ async def test_store_down_gives_unavailable_with_error_info(tmp_path: Path) -> N
 
 async def test_start_up_refuses_a_collection_built_for_another_embedder(tmp_path: Path) -> None:
     settings = Settings(address="127.0.0.1:0", data_dir=tmp_path)
-    client = AsyncQdrantClient(path=str(settings.qdrant_path))
-    from qdrant_client import models
-
-    await client.create_collection(
-        settings.qdrant_collection,
-        vectors_config=models.VectorParams(size=12, distance=models.Distance.COSINE),
-    )
-    await client.close()
+    # The embedded store's folder, written for a 12-dimensional embedder.
+    settings.edge_path.mkdir(parents=True)
+    (settings.edge_path / "ragagent.json").write_text('{"dimension": 12}')
     with pytest.raises(StoreMismatch, match="vector size 12"):
         await Runtime.open(settings, embedder=local_embedder())
 

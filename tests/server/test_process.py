@@ -63,7 +63,7 @@ class BrokenRetriever:
 async def test_a_bug_is_internal_with_the_request_id_and_no_internals(tmp_path: Path) -> None:
     settings = Settings(address="127.0.0.1:0", data_dir=tmp_path)
     runtime = await Runtime.open(settings, embedder=local_embedder())
-    runtime.store.search = BrokenRetriever().search  # type: ignore[method-assign]
+    runtime.retriever = BrokenRetriever()  # type: ignore[assignment]
     server = AgentServer(settings, runtime)
     port = await server.start()
     try:

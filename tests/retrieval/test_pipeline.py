@@ -1,0 +1,139 @@
+"""The search pipeline's steps, in order, over a scripted engine: threshold, reranking depth,
+page diversity, the reranker's scores as the threshold's input, and the URL prefix refined."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+
+import pytest
+
+from service.domain import Deadline, ScoredChunk, SearchFilters
+from service.retrieval.base import EngineHit
+from service.retrieval.pipeline import SearchPipeline, SearchSteps, diverse
+from tests.helpers import make_chunk
+
+
+class ScriptedEngine:
+    """Returns the given hits (best first), recording what it was asked."""
+
+    def __init__(self, hits: Sequence[tuple[str, str, float]]) -> None:
+        self.hits = [
+            EngineHit(asdict(replace(make_chunk(doc, text), url=f"https://b/{doc}/x")), score)
+            for doc, text, score in hits
+        ]
+        self.asked: list[tuple[int, float | None]] = []
+
+    async def nearest(
+        self,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        filters: SearchFilters | None,
+        score_threshold: float | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        self.asked.append((limit, score_threshold))
+        return [h for h in self.hits if score_threshold is None or h.similarity >= score_threshold][
+            :limit
+        ]
+
+    async def fused(
+        self,
+        vector: Sequence[float],
+        query: str,
+        *,
+        limit: int,
+        filters: SearchFilters | None,
+        deadline: Deadline | None,
+    ) -> list[EngineHit]:
+        raise AssertionError("dense searches only here")
+
+
+class Embedder:
+    model_name, dimension, max_tokens = "fixed", 2, 64
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def embed_documents(
+        self, texts: Sequence[str], *, deadline: Deadline | None = None
+    ) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
+        return [1.0, 0.0]
+
+
+class Reverse:
+    """A reranker that reverses the candidates and scores them by their new place."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def rerank(
+        self, query: str, candidates: Sequence[ScoredChunk], *, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
+        self.seen = len(candidates)
+        flipped = list(reversed(candidates))
+        return [replace(h, score=1.0 - i / 10) for i, h in enumerate(flipped)]
+
+
+PAGES = [("a", "a0", 0.9), ("a", "a1", 0.88), ("a", "a2", 0.87), ("b", "b0", 0.8), ("c", "c0", 0.3)]
+
+
+async def test_without_steps_the_engine_cuts_by_the_threshold() -> None:
+    engine = ScriptedEngine(PAGES)
+    found = await SearchPipeline(engine, Embedder()).search("q", limit=3, threshold=0.5)
+    assert [h.chunk.text for h in found] == ["a0", "a1", "a2"]
+    assert engine.asked == [(3, 0.5)]
+
+
+async def test_the_reranker_sees_depth_times_the_limit_above_the_threshold() -> None:
+    engine, reranker = ScriptedEngine(PAGES), Reverse()
+    pipeline = SearchPipeline(engine, Embedder(), reranker=reranker)
+    found = await pipeline.search("q", limit=2, threshold=0.5)
+    assert engine.asked == [(6, 0.5)]
+    assert reranker.seen == 4  # c0 is below the threshold
+    assert [h.chunk.text for h in found] == ["b0", "a2"]
+
+
+async def test_page_diversity_keeps_at_most_n_chunks_per_document() -> None:
+    steps = SearchSteps(per_document=1)
+    found = await SearchPipeline(ScriptedEngine(PAGES), Embedder(), steps).search(
+        "q", limit=3, threshold=0.0
+    )
+    assert [h.chunk.text for h in found] == ["a0", "b0", "c0"]
+    two = diverse(found + found, 2)
+    assert len(two) == 6
+
+
+async def test_the_threshold_can_read_the_rerankers_scores() -> None:
+    engine = ScriptedEngine(PAGES)
+    steps = SearchSteps(threshold_on_rerank=True)
+    found = await SearchPipeline(engine, Embedder(), steps, reranker=Reverse()).search(
+        "q", limit=5, threshold=0.85
+    )
+    # The engine may not cut (the cosine is not what the threshold reads), c0 at 0.3 is in.
+    assert engine.asked == [(15, None)]
+    assert [(h.chunk.text, h.score) for h in found] == [("c0", 1.0), ("b0", 0.9)]
+
+
+async def test_a_url_prefix_not_ending_at_a_slash_is_refined_after_the_engine() -> None:
+    engine = ScriptedEngine([("a", "a0", 0.9), ("ab", "b0", 0.8)])
+    found = await SearchPipeline(engine, Embedder()).search(
+        "q", limit=2, threshold=0.0, filters=SearchFilters(url_prefix="https://b/ab")
+    )
+    assert [h.chunk.text for h in found] == ["b0"]
+    assert engine.asked == [(8, None)]
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.9])
+async def test_piece_scoring_reads_more_candidates_and_lets_the_pipeline_cut(
+    weight: float,
+) -> None:
+    engine = ScriptedEngine(PAGES)
+    await SearchPipeline(engine, Embedder(), SearchSteps(piece_weight=weight)).search(
+        "q", limit=5, threshold=0.4
+    )
+    assert engine.asked == ([(20, None)] if weight else [(5, 0.4)])
