@@ -34,6 +34,7 @@ from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
 from service.api.interceptors.limits import Limit, RateLimits
+from service.api.readable import DocumentsReadable
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -75,6 +76,7 @@ class AgentServer:
                 turns=observe.turns(runtime.sessions) if runtime.sessions else None,
                 listeners=observe.run_listeners(),
                 allowed_models=settings.allowed_models,
+                unlabelled_public=settings.access_unlabelled == "public",
             ),
             self._server,
         )
@@ -83,12 +85,23 @@ class AgentServer:
             runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
         )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
-            CorpusServicer(ingestor, runtime.store), self._server
+            CorpusServicer(
+                ingestor,
+                runtime.store,
+                unlabelled_public=settings.access_unlabelled == "public",
+            ),
+            self._server,
         )
         self._services = [AGENT_SERVICE, CORPUS_SERVICE]
         if runtime.sessions is not None:
             session_pb2_grpc.add_SessionServiceServicer_to_server(
-                SessionServicer(runtime.sessions), self._server
+                SessionServicer(
+                    runtime.sessions,
+                    readable=DocumentsReadable(
+                        runtime.store, unlabelled_public=settings.access_unlabelled == "public"
+                    ),
+                ),
+                self._server,
             )
             self._services.append(SESSION_SERVICE)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from service.access import LabelError, labels
+
 _OPEN = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^---[ \t]*\r?$\n?", re.M)
 
@@ -36,6 +38,13 @@ class FrontMatter:
     slug: str | None = None
     sidebar_position: float | None = None
     tags: tuple[str, ...] = ()
+    # Who may read the page (service.access labels), from the ``access`` key; None when
+    # the key is absent, and then ``access_error`` says why when it is present but unusable.
+    access: tuple[str, ...] | None = None
+    access_error: str = ""
+
+
+ACCESS_KEY = "access"
 
 
 def split_front_matter(text: str, path: str = "") -> tuple[FrontMatter, str]:
@@ -83,7 +92,38 @@ def _from_mapping(data: dict[Any, Any]) -> FrontMatter:
             else None
         ),
         tags=_tags(data.get("tags")),
+        **_access(data.get(ACCESS_KEY), ACCESS_KEY in data),
     )
+
+
+def _access(value: object, present: bool) -> dict[str, Any]:
+    """``access: {groups: [...], principals: [...]}``; a single name may stand for a list."""
+    if not present:
+        return {}
+    try:
+        found = _labels(value)
+    except LabelError as error:
+        return {"access_error": f"front matter '{ACCESS_KEY}': {error}"}
+    if not found:
+        return {"access_error": f"front matter '{ACCESS_KEY}' names no group or principal"}
+    return {"access": found}
+
+
+def _labels(value: object) -> tuple[str, ...]:
+    if not isinstance(value, dict):
+        raise LabelError("must be a mapping with 'groups' and/or 'principals'")
+    unknown = sorted(str(k) for k in value if k not in ("groups", "principals"))
+    if unknown:
+        raise LabelError(f"unknown key {unknown[0]!r} (expected 'groups', 'principals')")
+    return labels(_names(value.get("groups")), _names(value.get("principals")))
+
+
+def _names(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    return [value]
 
 
 def _text(value: object) -> str:
