@@ -121,16 +121,12 @@ class MemoryStore:
             hashes[chunk.document_id] = chunk.document_hash
             labels[chunk.document_id] = chunk.access
         ids = sorted(doc for doc in counts if doc > after)[:limit]
-        return [
-            DocumentSummary(doc, hashes[doc], counts[doc], access=labels[doc]) for doc in ids
-        ]
+        return [DocumentSummary(doc, hashes[doc], counts[doc], access=labels[doc]) for doc in ids]
 
     async def count(
         self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
     ) -> tuple[int, int]:
-        chunks = [
-            c for c, _ in self.points.values() if access is None or access.permits(c.access)
-        ]
+        chunks = [c for c, _ in self.points.values() if access is None or access.permits(c.access)]
         return len({c.document_id for c in chunks}), len(chunks)
 
     async def document_access(
