@@ -96,6 +96,40 @@ def _from_mapping(data: dict[Any, Any]) -> FrontMatter:
     )
 
 
+_ACCESS_LINE = re.compile(rf"^{ACCESS_KEY}[ \t]*:")
+
+
+def without_access_key(text: str) -> str:
+    """``text`` with the front matter's ``access`` key taken out, for the document's hash:
+    who may read a page is not what it says, so a change of readers alone keeps the hash
+    (and the page is relabelled, not embedded again). The key's lines are cut out as
+    written, so a page without the key hashes exactly as before; when the cut would change
+    any other key (an unusual layout), the text is returned whole."""
+    opening = _OPEN.match(text)
+    if opening is None:
+        return text
+    closing = _CLOSE.search(text, opening.end())
+    if closing is None:
+        return text
+    lines = text[opening.end() : closing.start()].splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _ACCESS_LINE.match(line)), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and (lines[end][:1] in (" ", "\t") or not lines[end].strip()):
+        end += 1
+    kept = "".join(lines[:start] + lines[end:])
+    try:
+        whole, cut = yaml.safe_load(text[opening.end() : closing.start()]), yaml.safe_load(kept)
+    except yaml.YAMLError:
+        return text
+    if not isinstance(whole, dict) or (cut or {}) != {
+        k: v for k, v in whole.items() if k != ACCESS_KEY
+    }:
+        return text
+    return text[: opening.end()] + kept + text[closing.start() :]
+
+
 def _access(value: object, present: bool) -> dict[str, Any]:
     """``access: {groups: [...], principals: [...]}``; a single name may stand for a list."""
     if not present:

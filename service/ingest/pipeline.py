@@ -25,6 +25,7 @@ from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
 from service.ingest.chunker import Chunker
+from service.ingest.frontmatter import without_access_key
 from service.ingest.labels import document_labels
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
@@ -86,7 +87,9 @@ class Ingestor:
         )
 
     def document_hash(self, document: SourceDocument, base_url: str = "") -> str:
-        return sha256_hex(f"{self.config_version}|{base_url.strip()}\n{document.content}")
+        # Without its readers (front matter `access`): a change of those alone relabels.
+        text = without_access_key(document.content)
+        return sha256_hex(f"{self.config_version}|{base_url.strip()}\n{text}")
 
     def prepare(
         self, document: SourceDocument, *, base_url: str = "", labels: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ from service.access import ADMIN_ONLY, ReadAccess, labels
 from service.domain import Chunk, SearchFilters
 from service.errors import InvalidArgument
 from service.executor import BlockingExecutor
+from service.ingest.frontmatter import without_access_key
 from service.ingest.loader import SourceDocument
 from service.ingest.outcome import DocumentStatus
 from service.ingest.pipeline import Ingestor
@@ -194,3 +195,19 @@ async def test_unusable_access_key_refuses_the_document_and_broken_yaml_hides_it
     assert store.chunks_of("broken.md")[0].access == (ADMIN_ONLY,)
     assert any("readable by admins only" in w for w in summary.warnings)
     assert DocumentStatus.RELABELLED.value == "relabelled"
+
+
+def test_the_hash_text_leaves_out_the_access_key_and_nothing_else() -> None:
+    plain = "---\ntitle: A\ntags: [x]\n---\n\n# A\n\nText.\n"
+    assert without_access_key(plain) == plain  # pages without the key hash as they always did
+    assert without_access_key("# No front matter\n") == "# No front matter\n"
+    block = (
+        "---\ntitle: A\naccess:\n  groups:\n    - robotics\n\n  principals: [bo]\n"
+        "tags: [x]\n---\n\n# A\n\nText.\n"
+    )
+    assert without_access_key(block) == plain
+    flow = "---\ntitle: A\naccess: {groups: [finance]}\ntags: [x]\n---\n\n# A\n\nText.\n"
+    assert without_access_key(flow) == plain
+    # A layout the cut would change (a key continued unindented): hashed whole.
+    odd = "---\naccess: {groups:\n[a]}\ntitle: A\n---\nText.\n"
+    assert without_access_key(odd) == odd
