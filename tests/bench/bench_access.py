@@ -66,7 +66,8 @@ async def one_size(n: int, tmp: Path, executor: BlockingExecutor) -> dict[str, f
             queries[0], query="", limit=5, threshold=0.0, filters=THREE
         )
         readable = {"g:g0", "g:g1", "g:g2"}
-        assert len(found) == 5 and all(set(h.chunk.access) & readable for h in found)
+        if len(found) != 5 or not all(set(h.chunk.access) & readable for h in found):
+            raise RuntimeError("the filtered search did not return 5 readable chunks")
     finally:
         await store.close()
     none, three, rare = (statistics.median(s) * 1000 for s in samples)
