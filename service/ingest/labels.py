@@ -19,16 +19,14 @@ def document_labels(
     """(labels, warnings) of ``document``: the union of ``granted`` and its front matter's.
 
     Front matter that cannot be read at all may have held an ``access`` key: the document
-    is then readable by admins only (and a warning says so), never by more than intended.
+    is then readable by admins only, never by more than intended (the parser's warning
+    about the front matter is reported already; ListDocuments shows it ``admin_only``).
     An ``access`` key that is there but unusable refuses the document (INVALID_ARGUMENT).
     """
     try:
         front, _ = split_front_matter(document.content, document.path)
     except FrontMatterError:
-        return (ADMIN_ONLY,), (
-            f"{document.path}: its front matter cannot be read, so it is readable by admins "
-            "only until it is fixed",
-        )
+        return (ADMIN_ONLY,), ()
     if front.access_error:
         raise InvalidArgument(
             [

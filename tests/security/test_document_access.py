@@ -303,3 +303,35 @@ async def _ingest_anonymous(channel: grpc.aio.Channel, docs: Sequence[tuple[str,
             )
 
     await corpus_pb2_grpc.CorpusServiceStub(channel).IngestDocuments(messages(), timeout=60)
+
+
+async def test_the_ingest_command_grants_a_folder_to_groups_locally_and_remotely(
+    tmp_path: Path,
+) -> None:
+    from service.config import Settings
+    from tests.commands.support import run
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "canteen.md").write_text("# Lunch\n\nThe canteen serves soup from noon.\n")
+    local = Settings(data_dir=tmp_path / "local")  # type: ignore[call-arg]
+    bad = await run(local, "ingest", str(docs), "--group", "a\x01b", "--json")
+    done = await run(local, "ingest", str(docs), "--group", "robotics", "--json")
+    relabelled = await run(local, "ingest", str(docs), "--group", "finance", "--json")
+    keys = Keys(tmp_path)
+    async with running_server(tmp_path / "data", api_keys_file=keys.file) as srv:
+        remote = await run(
+            srv.settings, "ingest", str(docs), "--address", srv.target, "--group", "robotics",
+            "--api-key", keys.writer, "--json",
+        )  # fmt: skip
+        listed = await corpus_pb2_grpc.CorpusServiceStub(srv.channel).ListDocuments(
+            corpus_pb2.ListDocumentsRequest(), metadata=bearer(keys.reader)
+        )
+    assert bad.code == 2
+    assert "--group/--principal" in bad.err
+    assert done.json()["added"] == 1
+    assert relabelled.json()["relabelled"] == 1
+    assert relabelled.json()["chunks_written"] == 0
+    assert remote.json()["added"] == 1
+    assert [d.document_id for d in listed.documents] == ["canteen.md"]
+    assert list(listed.documents[0].access.groups) == ["robotics"]

@@ -193,7 +193,7 @@ async def test_unusable_access_key_refuses_the_document_and_broken_yaml_hides_it
     )
     assert summary.added == 1
     assert store.chunks_of("broken.md")[0].access == (ADMIN_ONLY,)
-    assert any("readable by admins only" in w for w in summary.warnings)
+    assert any("invalid YAML front matter" in w for w in summary.warnings)
     assert DocumentStatus.RELABELLED.value == "relabelled"
 
 
