@@ -49,6 +49,14 @@ def _granted_groups(settings: Settings) -> dict[str, frozenset[str]]:
     return granted
 
 
+def _check_groups_header(settings: Settings) -> None:
+    if settings.trusted_groups_header and not settings.trusted_principal_header:
+        raise ConfigurationError(
+            "RAGAGENT_TRUSTED_GROUPS_HEADER needs RAGAGENT_TRUSTED_PRINCIPAL_HEADER: the "
+            "groups header is only believed for callers the trusted principal header names"
+        )
+
+
 def _tls(settings: Settings) -> ServerTls | None:
     cert, key, ca = settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file
     if cert is None and key is None:
@@ -118,6 +126,7 @@ class Security:
             keys.refresh()
         jwt = _jwt(settings)
         tls = _tls(settings)
+        _check_groups_header(settings)
         authentication = Authentication(
             api_keys=keys,
             tokens=jwt,

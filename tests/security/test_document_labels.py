@@ -211,3 +211,24 @@ def test_the_hash_text_leaves_out_the_access_key_and_nothing_else() -> None:
     # A layout the cut would change (a key continued unindented): hashed whole.
     odd = "---\naccess: {groups:\n[a]}\ntitle: A\n---\nText.\n"
     assert without_access_key(odd) == odd
+
+
+async def test_a_shard_made_before_labels_gets_their_index_when_it_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.retrieval import edge_shard
+
+    executor = BlockingExecutor(2)
+    try:
+        with monkeypatch.context() as before:
+            before.setattr(edge_shard, "LATER_INDEXES", ())
+            old = await EdgeStore.open(tmp_path, WordsEmbedder(), collection="d", executor=executor)
+            assert "access" not in old._shard.info().payload_schema
+            await old.close()
+        reopened = await EdgeStore.open(
+            tmp_path, WordsEmbedder(), collection="d", executor=executor
+        )
+        assert "access" in reopened._shard.info().payload_schema
+        await reopened.close()
+    finally:
+        await executor.shutdown()
