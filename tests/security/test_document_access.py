@@ -336,3 +336,52 @@ async def test_the_ingest_command_grants_a_folder_to_groups_locally_and_remotely
     assert remote.json()["added"] == 1
     assert [d.document_id for d in listed.documents] == ["canteen.md"]
     assert list(listed.documents[0].access.groups) == ["robotics"]
+
+
+async def test_a_server_process_with_keys_made_by_the_cli_filters_by_their_groups(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.processes import REPO, clean_env, server_process
+
+    keys = tmp_path / "keys.jsonl"
+
+    def cli_key(principal: str, role: str, *groups: str) -> str:
+        flags = [arg for g in groups for arg in ("--group", g)]
+        made = subprocess.run(
+            [sys.executable, "-m", "service.cli", "keys", "create", "--principal", principal,
+             "--role", role, *flags, "--file", str(keys)],
+            env=clean_env(), cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        return made.stdout.strip().splitlines()[-1]
+
+    writer = cli_key("wes", "corpus:write")
+    alice = cli_key("alice", "ask", "robotics")
+    admin = cli_key("root", "admin")
+    with server_process(tmp_path / "server", api_keys_file=str(keys)) as server:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            await _ingest(channel, writer, [(FINANCE, FINANCE_PAGE), *ARMS])
+            agent = agent_pb2_grpc.AgentServiceStub(channel)
+            results = {}
+            for who, key, filters in (
+                ("alice", alice, types_pb2.SearchFilters()),
+                ("alice aimed", alice, types_pb2.SearchFilters(chapter="chapter-01-pay")),
+                ("admin", admin, types_pb2.SearchFilters()),
+            ):
+                found = await agent.Retrieve(
+                    agent_pb2.RetrieveRequest(
+                        query=QUESTION, max_results=10, confidence_threshold=0.0, filters=filters
+                    ),
+                    metadata=bearer(key),
+                    timeout=30,
+                )
+                results[who] = [s.document_id for s in found.sources]
+    assert sorted(results["alice"]) == sorted(path for path, _ in ARMS)
+    assert results["alice aimed"] == []
+    assert results["admin"][0] == FINANCE
+    assert "groups robotics" in subprocess.run(
+        [sys.executable, "-m", "service.cli", "keys", "list", "--file", str(keys)],
+        env=clean_env(), cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
