@@ -11,18 +11,26 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from service.access import ReadAccess
+
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:
-    """Restricts a search; empty strings mean no restriction."""
+    """Restricts a search; empty strings mean no restriction.
+
+    ``access`` is not the caller's choice but what the caller may read (service.access),
+    set by the servicer from the authenticated principal; None: no restriction. It rides
+    with the filters so that every search path that honours them honours it too.
+    """
 
     module: str = ""
     chapter: str = ""
     url_prefix: str = ""
+    access: ReadAccess | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.module or self.chapter or self.url_prefix)
+        return not (self.module or self.chapter or self.url_prefix) and self.access is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,8 @@ class Chunk:
     document_hash: str = ""
     chunk_count: int = 0
     created_at: str = ""
+    # Who may read it (service.access labels); () = unlabelled.
+    access: tuple[str, ...] = ()
     # The vectors of its quotable pieces (service.retrieval.piece_vectors), for the
     # extractive strategy; "" when the embedder gave none. Not part of what it says.
     piece_vectors: str = field(default="", repr=False, compare=False)
@@ -69,6 +79,7 @@ class DocumentSummary:
     module: str = ""
     chapter: str = ""
     ingested_at: datetime | None = None
+    access: tuple[str, ...] = ()  # the document's labels (service.access)
 
 
 @dataclass(slots=True)

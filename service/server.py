@@ -35,6 +35,7 @@ from service.api.interceptors import AccessLog, Chain, Layer, RequestIds, Valida
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
 from service.api.interceptors.limits import Limit, RateLimits
+from service.api.readable import DocumentsReadable
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -79,16 +80,30 @@ class AgentServer:
             turns=observe.turns(runtime.sessions) if runtime.sessions else None,
             listeners=observe.run_listeners(),
             allowed_models=settings.allowed_models,
+            unlabelled_public=settings.access_unlabelled == "public",
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(agent, self._server)
         # One servicer per server: it serialises ingests with a lock of its own.
         ingestor = Ingestor(
             runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
         )
-        corpus = CorpusServicer(ingestor, runtime.store)
+        corpus = CorpusServicer(
+            ingestor,
+            runtime.store,
+            unlabelled_public=settings.access_unlabelled == "public",
+        )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(corpus, self._server)
         self._services = [AGENT_SERVICE, CORPUS_SERVICE]
-        sessions = SessionServicer(runtime.sessions) if runtime.sessions is not None else None
+        sessions = (
+            SessionServicer(
+                runtime.sessions,
+                readable=DocumentsReadable(
+                    runtime.store, unlabelled_public=settings.access_unlabelled == "public"
+                ),
+            )
+            if runtime.sessions is not None
+            else None
+        )
         if sessions is not None:
             session_pb2_grpc.add_SessionServiceServicer_to_server(sessions, self._server)
             self._services.append(SESSION_SERVICE)

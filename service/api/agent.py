@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, Protocol
 
 import grpc
@@ -48,11 +49,11 @@ from service.api.convert import (
     timestamp,
     tool_call_to_proto,
 )
-from service.api.identity import caller_identity
+from service.api.identity import caller_access, caller_identity
 from service.api.interceptors import current_request_id
 from service.api.partial import PartialRun
 from service.api.turn_record import TurnRecord
-from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult
+from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult, SearchFilters
 from service.errors import DeadlineExceeded, FieldViolation, InvalidArgument
 from service.observability.logging import get_logger
 from service.observability.runs import RunListener, Subscribers
@@ -110,9 +111,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         turns: Turns | None = None,
         listeners: Sequence[RunListener] = (),
         allowed_models: Collection[str] = (),
+        unlabelled_public: bool = False,
     ) -> None:
         """``allowed_models``: the names a request may choose as ``model`` (the operator's
-        RAGAGENT_LLM_ALLOWED_MODELS, with the configured model)."""
+        RAGAGENT_LLM_ALLOWED_MODELS, with the configured model). ``unlabelled_public``:
+        unlabelled documents are readable by every caller (RAGAGENT_ACCESS_UNLABELLED)."""
+        self._unlabelled_public = unlabelled_public
         self._allowed_models = frozenset(allowed_models)
         self._retriever = retriever
         self._embedder = embedder
@@ -136,7 +140,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 if request.HasField("confidence_threshold")
                 else self._default_threshold
             ),
-            filters=filters_from_proto(request.filters),
+            filters=self._filters(request.filters),
             deadline=Deadline.after(context.time_remaining()),
         )
         return agent_pb2.RetrieveResponse(
@@ -210,7 +214,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 request.confidence_threshold if request.HasField("confidence_threshold") else None
             ),
             temperature=request.temperature if request.HasField("temperature") else None,
-            filters=filters_from_proto(request.filters),
+            filters=self._filters(request.filters),
             deadline=deadline,
             history=record.history if record else [],
             request_id=request_id,
@@ -239,6 +243,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if record is not None:
                 await record.abort(error, partial)
             raise
+
+    def _filters(self, message: Any) -> SearchFilters:
+        """The request's filters, and what its caller may read: every search of the call
+        (Retrieve's, each strategy's, each tool call's) carries both into the engine."""
+        return replace(
+            filters_from_proto(message),
+            access=caller_access(unlabelled_public=self._unlabelled_public),
+        )
 
     def _check_model(self, model: str) -> None:
         if not model or self._agent is None or self._agent.strategy == "extractive":

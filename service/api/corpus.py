@@ -36,7 +36,9 @@ from typing import Any, Protocol
 import grpc
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
+from service.access import ADMIN_ONLY, GROUP, PRINCIPAL, LabelError, ReadAccess, labels
 from service.api.convert import duration, timestamp
+from service.api.identity import caller_access, current_caller
 from service.domain import Deadline, DocumentSummary
 from service.errors import FieldViolation, InvalidArgument
 from service.ingest.loader import SourceDocument
@@ -44,6 +46,7 @@ from service.ingest.outcome import DocumentStatus, IngestEvent, IngestSummary
 from service.ingest.pipeline import Ingestor, Progress
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
+from service.security.principal import Role
 
 DEFAULT_PAGE_SIZE = 50
 # Longest a failed ingest keeps reading the client's stream before it answers.
@@ -67,10 +70,17 @@ class CorpusIndex(Protocol):
     def embedder(self) -> Embedder: ...
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]: ...
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]: ...
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]: ...
 
 
 class IngestTally:
@@ -97,6 +107,7 @@ def ingest_response(
         documents_updated=summary.updated + tally.emptied,
         documents_unchanged=summary.unchanged + summary.empty - tally.emptied,
         documents_deleted=summary.deleted,
+        documents_relabelled=summary.relabelled,
         chunks_written=summary.chunks_written,
         chunks_deleted=summary.chunks_deleted,
         duration=duration(duration_s),
@@ -208,8 +219,27 @@ async def _confirm_end() -> None:
         raise asyncio.CancelledError
 
 
+def options_labels(options: corpus_pb2.IngestOptions) -> tuple[str, ...]:
+    """The labels IngestOptions.access grants every document of a stream."""
+    try:
+        return labels(options.access.groups, options.access.principals)
+    except LabelError as error:
+        raise InvalidArgument(
+            [FieldViolation("options.access", str(error), "options.access_invalid")]
+        ) from None
+
+
+def access_to_proto(held: tuple[str, ...]) -> corpus_pb2.DocumentAccess:
+    return corpus_pb2.DocumentAccess(
+        groups=[label[len(GROUP) :] for label in held if label.startswith(GROUP)],
+        principals=[label[len(PRINCIPAL) :] for label in held if label.startswith(PRINCIPAL)],
+    )
+
+
 def document_info(summary: DocumentSummary) -> corpus_pb2.DocumentInfo:
     return corpus_pb2.DocumentInfo(
+        access=access_to_proto(summary.access),
+        admin_only=ADMIN_ONLY in summary.access,
         document_id=summary.document_id,
         url=summary.url,
         title=summary.title,
@@ -224,11 +254,26 @@ def document_info(summary: DocumentSummary) -> corpus_pb2.DocumentInfo:
 class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
     """Converts CorpusService messages to ingest pipeline and store calls and back."""
 
-    def __init__(self, ingestor: Ingestor, index: CorpusIndex) -> None:
+    def __init__(
+        self, ingestor: Ingestor, index: CorpusIndex, *, unlabelled_public: bool = False
+    ) -> None:
+        """``unlabelled_public``: unlabelled documents are listed to every caller
+        (RAGAGENT_ACCESS_UNLABELLED); listings show only what the caller may read."""
         self._ingestor = ingestor
         self._index = index
+        self._unlabelled_public = unlabelled_public
         # One ingest or delete at a time (see the module docstring); reads never wait on it.
         self._write_lock = asyncio.Lock()
+
+    def _listing_access(self) -> ReadAccess | None:
+        """What the caller's listings show: every document to a writer (it replaces,
+        deletes and prunes any of them, so hiding their ids would only break `ingest
+        --address`; their text stays behind its labels in every search), else what it may
+        read."""
+        caller = current_caller()
+        if caller is not None and caller.allows(Role.CORPUS_WRITE):
+            return None
+        return caller_access(unlabelled_public=self._unlabelled_public)
 
     async def IngestDocuments(
         self,
@@ -256,6 +301,7 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
         messages = aiter(request_iterator)
         first = await anext(messages, None)
         options = first.options if first is not None else corpus_pb2.IngestOptions()
+        granted = options_labels(options)
         documents = _StreamDocuments(first, messages, _confirm_end if options.prune else None)
         async with self._write_lock:
             try:
@@ -265,6 +311,7 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
                     prune=options.prune,
                     progress=tally,
                     deadline=deadline,
+                    access=granted,
                 )
             except InvalidArgument as error:
                 raise documents.locate(error) from None
@@ -289,7 +336,10 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
         after = decode_page_token(request.page_token) if request.page_token else ""
         # One more than a page tells whether another page follows.
         found = await self._index.list_documents(
-            after=after, limit=size + 1, deadline=Deadline.after(context.time_remaining())
+            after=after,
+            limit=size + 1,
+            deadline=Deadline.after(context.time_remaining()),
+            access=self._listing_access(),
         )
         page = found[:size]
         more = len(found) > size
@@ -304,7 +354,8 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> corpus_pb2.GetCorpusStatsResponse:
         documents, chunks = await self._index.count(
-            deadline=Deadline.after(context.time_remaining())
+            deadline=Deadline.after(context.time_remaining()),
+            access=self._listing_access(),
         )
         embedder = self._index.embedder
         return corpus_pb2.GetCorpusStatsResponse(

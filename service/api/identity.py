@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from service.access import ReadAccess
+from service.security.groups import read_access
 from service.security.principal import Principal, Role
 
 USER_ID_HEADER = "x-user-id"
@@ -31,6 +33,12 @@ def caller_identity() -> str:
     """The owner id of the caller's sessions; empty for an anonymous caller."""
     principal = _caller.get()
     return principal.name if principal is not None else ANONYMOUS
+
+
+def caller_access(*, unlabelled_public: bool) -> ReadAccess | None:
+    """Which documents the caller may read (None: all); ``unlabelled_public`` is the
+    operator's RAGAGENT_ACCESS_UNLABELLED=public."""
+    return read_access(_caller.get(), unlabelled_public=unlabelled_public)
 
 
 def sessions_visible() -> str | None:

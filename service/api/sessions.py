@@ -18,7 +18,9 @@ from service.api.convert import (
     tool_call_to_proto,
     usage_to_proto,
 )
-from service.api.identity import caller_identity, sessions_visible
+from service.api.identity import caller_access, caller_identity, sessions_visible
+from service.api.readable import DocumentsReadable
+from service.domain import Deadline
 from service.sessions.records import RunStatus, SessionRecord, SessionStatus, TurnRecord
 from service.sessions.store import SessionStore
 
@@ -73,9 +75,18 @@ def session_to_proto(record: SessionRecord) -> session_pb2.Session:
 class SessionServicer(session_pb2_grpc.SessionServiceServicer):
     """Converts SessionService messages to session store calls and back."""
 
-    def __init__(self, store: SessionStore, *, default_page_size: int = DEFAULT_PAGE_SIZE) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        default_page_size: int = DEFAULT_PAGE_SIZE,
+        readable: DocumentsReadable | None = None,
+    ) -> None:
+        """``readable``: re-checks the sources of a session read against what its caller
+        may read now (service.api.readable); None only where no corpus is served."""
         self._store = store
         self._default_page_size = default_page_size
+        self._readable = readable
 
     async def GetSession(
         self,
@@ -83,6 +94,11 @@ class SessionServicer(session_pb2_grpc.SessionServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> session_pb2.GetSessionResponse:
         record = await self._store.get_session(request.session_id, sessions_visible())
+        if self._readable is not None:
+            access = caller_access(unlabelled_public=self._readable.unlabelled_public)
+            record = await self._readable.filter(
+                record, access, Deadline.after(context.time_remaining())
+            )
         return session_pb2.GetSessionResponse(session=session_to_proto(record))
 
     async def ListSessions(

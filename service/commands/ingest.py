@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import grpc
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
+from service.access import LabelError, labels
 from service.api.corpus import IngestTally, ingest_response
 from service.api.interceptors import validate
 from service.commands.channel import Connection, add_connection_flags, connection, open_channel
@@ -73,6 +74,14 @@ def register(commands: Any) -> None:
         action="store_true",
         help="also read files and folders that symbolic links lead to outside PATH",
     )
+    for flag, what in (("--group", "group"), ("--principal", "principal")):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            help=f"a {what} that may read every document ingested, besides those a page's "
+            "front matter `access` names; repeatable (docs/security.md, Document permissions)",
+        )
     parser.add_argument("--json", action="store_true", help="print one JSON object, no table")
     parser.add_argument(
         "--timeout", type=float, help="seconds a remote ingest may take (default: no limit)"
@@ -106,7 +115,7 @@ async def ingest_command(
     out = out or sys.stdout
     err = err or sys.stderr
     root: Path = args.path
-    problem = _usage_problem(root, args.base_url)
+    problem = _usage_problem(root, args.base_url, _access(args))
     if problem:
         print(f"ragagent: {problem}", file=err)
         return 2
@@ -123,6 +132,7 @@ async def ingest_command(
                     settings,
                     base_url=args.base_url,
                     prune=args.prune,
+                    access=labels(args.group, args.principal),
                     open_runtime=open_runtime,
                     progress=view.ingested,
                 )
@@ -146,7 +156,11 @@ async def ingest_command(
     return 0
 
 
-def _usage_problem(root: Path, base_url: str) -> str:
+def _access(args: argparse.Namespace) -> corpus_pb2.DocumentAccess:
+    return corpus_pb2.DocumentAccess(groups=args.group, principals=args.principal)
+
+
+def _usage_problem(root: Path, base_url: str, access: corpus_pb2.DocumentAccess) -> str:
     """Why the arguments cannot work, checked before anything is opened; empty when fine."""
     if root.is_file():
         # Not accepted as a one-file corpus: its document id would lose the folders that
@@ -156,9 +170,14 @@ def _usage_problem(root: Path, base_url: str) -> str:
         return f"{root}: no such folder"
     try:
         # The contract's own rule, so that both ways of ingesting accept the same URLs.
-        validate(corpus_pb2.IngestOptions(base_url=base_url))
+        validate(corpus_pb2.IngestOptions(base_url=base_url, access=access))
+        labels(access.groups, access.principals)
     except InvalidArgument as error:
-        return f"--base-url: {error.violations[0].description}"
+        violation = error.violations[0]
+        flag = "--base-url" if violation.field.startswith("base_url") else "--group/--principal"
+        return f"{flag}: {violation.description}"
+    except LabelError as error:
+        return f"--group/--principal: {error}"
     return ""
 
 
@@ -168,6 +187,7 @@ async def ingest_local(
     *,
     base_url: str = "",
     prune: bool = False,
+    access: tuple[str, ...] = (),
     open_runtime: RuntimeOpener | None = None,
     progress: Callable[[IngestEvent], None] | None = None,
 ) -> IngestOutcome:
@@ -180,7 +200,9 @@ async def ingest_local(
     try:
         ingestor = Ingestor(runtime.embedder, runtime.store)
         tally = IngestTally(then=progress)
-        summary = await ingestor.ingest(documents, base_url=base_url, prune=prune, progress=tally)
+        summary = await ingestor.ingest(
+            documents, base_url=base_url, prune=prune, progress=tally, access=access
+        )
     finally:
         await _close(runtime)
     return IngestOutcome(
@@ -218,6 +240,7 @@ class _Remote:
                 documents,
                 base_url=args.base_url,
                 prune=args.prune,
+                access=_access(args),
                 timeout=self._timeout,
                 on_sent=view.on_sent,
             )

@@ -15,7 +15,8 @@ from service.ingest.outcome import DocumentStatus, IngestEvent
 if TYPE_CHECKING:  # rich loads slowly: imported where used, for start-up time
     from rich.progress import Progress
 
-COUNTS = ("added", "updated", "unchanged", "deleted", "skipped", "chunks_written", "chunks_deleted")
+COUNTS: tuple[str, ...] = ("added", "updated", "relabelled", "unchanged", "deleted", "skipped")
+COUNTS += ("chunks_written", "chunks_deleted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class IngestOutcome:
         return {
             "added": r.documents_added,
             "updated": r.documents_updated,
+            "relabelled": r.documents_relabelled,
             "unchanged": r.documents_unchanged,
             "deleted": r.documents_deleted,
             "chunks_written": r.chunks_written,

@@ -29,6 +29,13 @@ def register(commands: Any) -> None:
     create.add_argument(
         "--role", action="append", required=True, help=f"a role of the key, repeatable: {roles}"
     )
+    create.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        help="a group of the key, repeatable: its calls read the documents granted to it "
+        "(docs/security.md, Document permissions)",
+    )
     _file_flag(create)
     create.set_defaults(run=run_create)
 
@@ -57,11 +64,15 @@ def _key_file(args: argparse.Namespace) -> Path:
 async def run_create(args: argparse.Namespace) -> int:
     path = _key_file(args)
     try:
-        record, key = create_key(path, args.principal, args.role)
+        record, key = create_key(path, args.principal, args.role, args.group)
     except ValueError as error:
         print(f"ragagent: {error}", file=sys.stderr)
         return 2
-    print(f"key {record.id} for {record.principal} ({', '.join(record.roles)}) added to {path}")
+    groups = f"; groups {', '.join(record.groups)}" if record.groups else ""
+    print(
+        f"key {record.id} for {record.principal} ({', '.join(record.roles)}{groups}) "
+        f"added to {path}"
+    )
     print("it is shown this once; store it now:")
     print(key)
     return 0
@@ -87,9 +98,12 @@ async def run_list(args: argparse.Namespace) -> int:
         return 1
     for r in records:
         if args.json:
-            fields = {"id": r.id, "principal": r.principal, "roles": r.roles}
+            fields = {"id": r.id, "principal": r.principal, "roles": r.roles, "groups": r.groups}
             print(json.dumps({**fields, "created": r.created, "revoked": r.revoked}))
         else:
             state = f"revoked {r.revoked}" if r.revoked else "active"
-            print(f"{r.id}  {r.principal}  {','.join(r.roles)}  created {r.created}  {state}")
+            groups = f"  groups {','.join(r.groups)}" if r.groups else ""
+            print(
+                f"{r.id}  {r.principal}  {','.join(r.roles)}{groups}  created {r.created}  {state}"
+            )
     return 0

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.config.access import AccessSettings
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
 from service.config.health import HealthSettings
 from service.config.http import HttpSettings
@@ -38,6 +39,7 @@ __all__ = [
 # order (serving first) is the one of --help and the README's table.
 class Settings(
     HttpSettings,
+    AccessSettings,
     SessionSettings,
     AgentSettings,
     ModelSettings,

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from service.access import LabelError, labels
+
 _OPEN = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^---[ \t]*\r?$\n?", re.M)
 
@@ -36,6 +38,13 @@ class FrontMatter:
     slug: str | None = None
     sidebar_position: float | None = None
     tags: tuple[str, ...] = ()
+    # Who may read the page (service.access labels), from the ``access`` key; None when
+    # the key is absent, and then ``access_error`` says why when it is present but unusable.
+    access: tuple[str, ...] | None = None
+    access_error: str = ""
+
+
+ACCESS_KEY = "access"
 
 
 def split_front_matter(text: str, path: str = "") -> tuple[FrontMatter, str]:
@@ -83,7 +92,72 @@ def _from_mapping(data: dict[Any, Any]) -> FrontMatter:
             else None
         ),
         tags=_tags(data.get("tags")),
+        **_access(data.get(ACCESS_KEY), ACCESS_KEY in data),
     )
+
+
+_ACCESS_LINE = re.compile(rf"^{ACCESS_KEY}[ \t]*:")
+
+
+def without_access_key(text: str) -> str:
+    """``text`` with the front matter's ``access`` key taken out, for the document's hash:
+    who may read a page is not what it says, so a change of readers alone keeps the hash
+    (and the page is relabelled, not embedded again). The key's lines are cut out as
+    written, so a page without the key hashes exactly as before; when the cut would change
+    any other key (an unusual layout), the text is returned whole."""
+    opening = _OPEN.match(text)
+    if opening is None:
+        return text
+    closing = _CLOSE.search(text, opening.end())
+    if closing is None:
+        return text
+    lines = text[opening.end() : closing.start()].splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _ACCESS_LINE.match(line)), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and (lines[end][:1] in (" ", "\t") or not lines[end].strip()):
+        end += 1
+    kept = "".join(lines[:start] + lines[end:])
+    try:
+        whole, cut = yaml.safe_load(text[opening.end() : closing.start()]), yaml.safe_load(kept)
+    except yaml.YAMLError:
+        return text
+    if not isinstance(whole, dict) or (cut or {}) != {
+        k: v for k, v in whole.items() if k != ACCESS_KEY
+    }:
+        return text
+    return text[: opening.end()] + kept + text[closing.start() :]
+
+
+def _access(value: object, present: bool) -> dict[str, Any]:
+    """``access: {groups: [...], principals: [...]}``; a single name may stand for a list."""
+    if not present:
+        return {}
+    try:
+        found = _labels(value)
+    except LabelError as error:
+        return {"access_error": f"front matter '{ACCESS_KEY}': {error}"}
+    if not found:
+        return {"access_error": f"front matter '{ACCESS_KEY}' names no group or principal"}
+    return {"access": found}
+
+
+def _labels(value: object) -> tuple[str, ...]:
+    if not isinstance(value, dict):
+        raise LabelError("must be a mapping with 'groups' and/or 'principals'")
+    unknown = sorted(str(k) for k in value if k not in ("groups", "principals"))
+    if unknown:
+        raise LabelError(f"unknown key {unknown[0]!r} (expected 'groups', 'principals')")
+    return labels(_names(value.get("groups")), _names(value.get("principals")))
+
+
+def _names(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    return [value]
 
 
 def _text(value: object) -> str:

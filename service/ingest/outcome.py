@@ -36,6 +36,7 @@ class DocumentStatus(StrEnum):
     UNCHANGED = "unchanged"
     DELETED = "deleted"
     EMPTY = "empty"  # no text to index; any old chunks were removed
+    RELABELLED = "relabelled"  # the text unchanged, who may read it changed (no re-embedding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ class IngestSummary:
     unchanged: int = 0
     deleted: int = 0
     empty: int = 0
+    relabelled: int = 0
     chunks_written: int = 0
     chunks_deleted: int = 0
     duration_s: float = 0.0

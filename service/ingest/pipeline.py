@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from service.agent.sentences import split_pieces
@@ -25,6 +25,8 @@ from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
 from service.ingest.chunker import Chunker
+from service.ingest.frontmatter import without_access_key
+from service.ingest.labels import document_labels
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
 from service.ingest.outcome import (
@@ -85,10 +87,15 @@ class Ingestor:
         )
 
     def document_hash(self, document: SourceDocument, base_url: str = "") -> str:
-        return sha256_hex(f"{self.config_version}|{base_url.strip()}\n{document.content}")
+        # Without its readers (front matter `access`): a change of those alone relabels.
+        text = without_access_key(document.content)
+        return sha256_hex(f"{self.config_version}|{base_url.strip()}\n{text}")
 
-    def prepare(self, document: SourceDocument, *, base_url: str = "") -> PreparedDocument:
-        """Parses and chunks one document (no embedding, no I/O)."""
+    def prepare(
+        self, document: SourceDocument, *, base_url: str = "", labels: tuple[str, ...] = ()
+    ) -> PreparedDocument:
+        """Parses and chunks one document (no embedding, no I/O); ``labels``: who may read
+        it (service.access)."""
         doc_id = document.path
         parsed = parse_markdown(document.content, doc_id)
         pieces = self._chunker.chunk(parsed)
@@ -113,6 +120,7 @@ class Ingestor:
                 document_hash=doc_hash,
                 chunk_count=len(pieces),
                 created_at=created_at,
+                access=labels,
             )
             for piece in pieces
         )
@@ -137,8 +145,11 @@ class Ingestor:
         prune: bool = False,
         progress: Progress | None = None,
         deadline: Deadline | None = None,
+        access: tuple[str, ...] = (),
     ) -> IngestSummary:
         """Indexes the documents; with ``prune``, then deletes indexed documents not seen.
+        ``access``: labels (service.access) every document gets besides its front matter's;
+        a document whose labels alone changed is relabelled, not embedded again.
 
         Failures (store, embedder, deadline) propagate; what was written until then stays
         consistent, and running the same ingest again completes it.
@@ -152,6 +163,7 @@ class Ingestor:
                 progress(event)
 
         known = await self._store.document_hashes(deadline=deadline)
+        labelled = await self._store.document_access(deadline=deadline)
         seen: set[str] = set()
         # Documents are embedded in groups: one large call, ordered by length inside the
         # embedder, pads far less than a small one per document (measured on the textbook:
@@ -163,10 +175,10 @@ class Ingestor:
                 _validate_path(document.path, seen)
                 seen.add(document.path)
                 prepared = await self._executor.run(
-                    self._prepare_changed, document, base_url, known
+                    self._prepare_changed, document, base_url, known, access
                 )
-                if prepared is None:
-                    report(IngestEvent(document.path, DocumentStatus.UNCHANGED))
+                if isinstance(prepared, Unchanged):
+                    report(await self._relabel(prepared, labelled, deadline))
                 elif not prepared.chunks:
                     report(await self._write(prepared, [], known, deadline))
                 else:
@@ -188,12 +200,27 @@ class Ingestor:
         return summary
 
     def _prepare_changed(
-        self, document: SourceDocument, base_url: str, known: dict[str, str]
-    ) -> PreparedDocument | None:
-        """The document parsed and chunked, or None when the stored version is current."""
+        self,
+        document: SourceDocument,
+        base_url: str,
+        known: dict[str, str],
+        access: tuple[str, ...],
+    ) -> PreparedDocument | Unchanged:
+        """The document parsed and chunked, or Unchanged when the stored text is current."""
+        labels, notes = document_labels(document, access)
         if known.get(document.path) == self.document_hash(document, base_url):
-            return None
-        return self.prepare(document, base_url=base_url)
+            return Unchanged(document.path, labels, notes)
+        prepared = self.prepare(document, base_url=base_url, labels=labels)
+        return replace(prepared, warnings=(*prepared.warnings, *notes))
+
+    async def _relabel(
+        self, doc: Unchanged, labelled: dict[str, tuple[str, ...]], deadline: Deadline | None
+    ) -> IngestEvent:
+        """An unchanged document, relabelled when its permissions alone have changed."""
+        if tuple(labelled.get(doc.document_id, ())) == doc.labels:
+            return IngestEvent(doc.document_id, DocumentStatus.UNCHANGED, warnings=doc.warnings)
+        await self._store.set_document_access(doc.document_id, doc.labels, deadline=deadline)
+        return IngestEvent(doc.document_id, DocumentStatus.RELABELLED, warnings=doc.warnings)
 
     async def _flush(
         self,
@@ -301,6 +328,15 @@ class Ingestor:
         return removed
 
 
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """A document whose stored text is current, and the labels it should have."""
+
+    document_id: str
+    labels: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
 async def _aiter(
     documents: AsyncIterable[SourceDocument] | Iterable[SourceDocument],
 ) -> AsyncIterator[SourceDocument]:
@@ -314,7 +350,9 @@ async def _aiter(
 
 def _check_deadline(deadline: Deadline | None, summary: IngestSummary) -> None:
     if deadline is not None and deadline.expired:
-        done = summary.added + summary.updated + summary.unchanged + summary.empty
+        done = (
+            summary.added + summary.updated + summary.unchanged + summary.empty + summary.relabelled
+        )
         raise DeadlineExceeded(
             f"the deadline ran out during ingestion after {done} documents; "
             "running it again continues where it stopped"

@@ -28,6 +28,7 @@ async def ingest_remote(
     *,
     base_url: str = "",
     prune: bool = False,
+    access: corpus_pb2.DocumentAccess | None = None,
     # The call's gRPC deadline, which the server sees and honours too (asyncio.timeout
     # would only stop the client).
     timeout: float | None = None,  # noqa: ASYNC109
@@ -46,7 +47,7 @@ async def ingest_remote(
         timeout=timeout, metadata=tuple(metadata)
     )
     options: corpus_pb2.IngestOptions | None = corpus_pb2.IngestOptions(
-        base_url=base_url, prune=prune
+        base_url=base_url, prune=prune, access=access
     )
     try:
         # The server sends its headers (x-request-id) once it has admitted the call

@@ -14,6 +14,7 @@ from typing import Literal
 
 from opentelemetry.trace import Span
 
+from service.access import ReadAccess
 from service.api.agent import TurnHandleLike, Turns
 from service.domain import Chunk, Deadline, DocumentSummary, RunResult, ScoredChunk, SearchFilters
 from service.observability.metrics import Metrics
@@ -162,12 +163,31 @@ class CountingChunkStore:
         return await self.inner.delete_document(document_id, deadline=deadline)
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
-        return await self.inner.list_documents(after=after, limit=limit, deadline=deadline)
+        return await self.inner.list_documents(
+            after=after, limit=limit, deadline=deadline, access=access
+        )
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        return await self.inner.count(deadline=deadline)
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]:
+        return await self.inner.count(deadline=deadline, access=access)
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        return await self.inner.document_access(deadline=deadline)
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        return await self.inner.set_document_access(document_id, labels, deadline=deadline)
 
 
 class ObservedTurns:

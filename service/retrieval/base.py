@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from service.access import ReadAccess
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 
 
@@ -169,12 +170,30 @@ class DocumentWrites(Protocol):
         """Removes every chunk of a document. Returns how many were removed."""
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
-        """Documents with id > after, ordered by id, at most limit."""
+        """Documents with id > after that ``access`` may read (None: all), ordered by id,
+        at most limit."""
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        """(documents, chunks) in the store."""
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]:
+        """(documents, chunks) in the store that ``access`` may read (None: all)."""
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        """document_id -> access labels (service.access) of every complete document."""
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        """Gives a stored document new labels without re-embedding it; returns its chunks."""
 
 
 class ChunkStore(DocumentWrites, SearchEngine, Retriever, Protocol):

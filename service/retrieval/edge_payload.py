@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from service.access import FIELD, ReadAccess
 from service.domain import Chunk, DocumentSummary, SearchFilters
 from service.retrieval.qdrant_payload import parse_time
 
@@ -43,7 +44,7 @@ def to_edge_filter(filters: SearchFilters | None) -> tuple[qe.Filter | None, str
     """The engine's filter, and a URL prefix to refine by when it does not end at "/"."""
     if filters is None or filters.empty:
         return None, None
-    must: list[qe.FieldCondition] = []
+    must: list[qe.FieldCondition | qe.Filter] = []
     if filters.module:
         must.append(match("module", filters.module))
     if filters.chapter:
@@ -55,7 +56,19 @@ def to_edge_filter(filters: SearchFilters | None) -> tuple[qe.Filter | None, str
             must.append(match("url_prefixes", filters.url_prefix[: cut + 1]))
         if cut != len(filters.url_prefix) - 1:
             exact_prefix = filters.url_prefix
+    if filters.access is not None:
+        must.append(edge_readable(filters.access))
     return qe.Filter(must=list(must)), exact_prefix
+
+
+def edge_readable(access: ReadAccess) -> qe.Filter:
+    """The chunks ``access`` may read, in the engine's query (see qdrant_payload.readable)."""
+    should: list[qe.FieldCondition | qe.IsEmptyCondition] = [
+        qe.FieldCondition(key=FIELD, match=qe.MatchAny(sorted(access.grants)))
+    ]
+    if access.unlabelled:
+        should.append(qe.IsEmptyCondition(FIELD))
+    return qe.Filter(should=list(should))
 
 
 def document_record(document_id: str, chunks: Sequence[Chunk]) -> dict[str, Any]:
@@ -71,6 +84,7 @@ def document_record(document_id: str, chunks: Sequence[Chunk]) -> dict[str, Any]
             "module": first.module,
             "chapter": first.chapter,
             "created_at": max((c.created_at for c in chunks), default=""),
+            FIELD: list(first.access),
         },
     }
 
@@ -86,4 +100,5 @@ def summary(payload: dict[str, Any]) -> DocumentSummary:
         module=str(r.get("module", "")),
         chapter=str(r.get("chapter", "")),
         ingested_at=parse_time(r.get("created_at")),
+        access=tuple(str(label) for label in r.get(FIELD) or ()),
     )

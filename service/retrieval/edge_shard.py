@@ -39,6 +39,8 @@ T = TypeVar("T")
 DENSE = "dense"
 SPARSE = "bm25"
 KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash", "kind")
+# Indexes added after shards were first made: created when a shard without them opens.
+LATER_INDEXES = ("access",)
 FORMAT = 1
 
 
@@ -53,7 +55,7 @@ def shard_config(dimension: int) -> qe.EdgeConfig:
 def _indexes() -> list[qe.UpdateOperation]:
     return [
         qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
-        for name in KEYWORD_INDEXES
+        for name in (*KEYWORD_INDEXES, *LATER_INDEXES)
     ]
 
 
@@ -167,7 +169,13 @@ def _open_shard(root: Path, *, dimension: int, model_name: str) -> qe.EdgeShard:
                 + "; ".join(problems)
                 + "): use another RAGAGENT_QDRANT_COLLECTION or re-ingest into a new one"
             )
-        return qe.EdgeShard.load(str(path))
+        shard = qe.EdgeShard.load(str(path))
+        missing = [name for name in LATER_INDEXES if name not in shard.info().payload_schema]
+        for name in missing:  # the engine indexes the points it holds as it creates one
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        if missing:
+            shard.flush()
+        return shard
     # Segments without the metadata file are a creation that did not finish: no chunk was
     # written yet (the file comes first), so starting over loses nothing.
     shutil.rmtree(path, ignore_errors=True)

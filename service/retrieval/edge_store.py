@@ -22,6 +22,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from service.access import FIELD, ReadAccess
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
@@ -264,14 +265,53 @@ class EdgeStore:
         return await self._calls.write(delete, deadline, "deleting chunks")
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
-        records = [r for r in await self._records(deadline) if r.document_id > after]
+        records = [
+            r
+            for r in await self._records(deadline)
+            if r.document_id > after and (access is None or access.permits(r.access))
+        ]
         return sorted(records, key=lambda r: r.document_id)[:limit]
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        records = await self._records(deadline)
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]:
+        records = [
+            r for r in await self._records(deadline) if access is None or access.permits(r.access)
+        ]
         return len(records), sum(r.chunk_count for r in records)
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        """document_id -> labels of every complete document."""
+        return {r.document_id: r.access for r in await self._records(deadline)}
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        """Relabels a document's chunks, then its record, without touching their vectors;
+        returns the chunks relabelled. A crash in between leaves the record's old labels,
+        which the next ingest sees differ and applies again."""
+        selector = qe.Filter(must=[match("document_id", document_id)])
+        payload = {FIELD: list(labels)}
+
+        def relabel() -> int:
+            found = self._shard.count(qe.CountRequest(filter=selector, exact=True))
+            if found:
+                self._shard.update(qe.UpdateOperation.set_payload_by_filter(selector, payload))
+                self._shard.update(
+                    qe.UpdateOperation.set_payload([record_id(document_id)], payload, "record")
+                )
+            return found
+
+        return await self._calls.write(relabel, deadline, "relabelling a document")
 
     async def close(self) -> None:
         await self.optimizer.close()

@@ -28,7 +28,7 @@ Request = Callable[[], Coroutine[Any, Any, T]]
 DENSE = "dense"
 SPARSE = "bm25"
 # Payload fields the store filters on; indexed on servers (local mode scans anyway).
-KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash")
+KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash", "access")
 
 
 class QdrantCalls:
@@ -110,6 +110,18 @@ async def ensure_collection(
             partial(client.get_collection, collection), deadline, "reading the collection"
         )
         check_fits(info, collection, dimension=dimension, model_name=model_name)
+        if payload_indexes and "access" not in (info.payload_schema or {}):
+            # Added after collections were first made (document permissions).
+            await calls.run(
+                partial(
+                    client.create_payload_index,
+                    collection,
+                    "access",
+                    models.PayloadSchemaType.KEYWORD,
+                ),
+                deadline,
+                "creating payload indexes",
+            )
         return isinstance(info.config.params.vectors, dict) and SPARSE in (
             info.config.params.sparse_vectors or {}
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
+from service.access import FIELD, ReadAccess
 from service.datadir import private_dir
 from service.domain import Chunk, SearchFilters
 from service.errors import StoreLocked
@@ -90,11 +91,29 @@ def to_filter(filters: SearchFilters | None) -> tuple[models.Filter | None, str 
             must.append(match_value("url_prefixes", filters.url_prefix[: cut + 1]))
         if cut != len(filters.url_prefix) - 1:
             exact_prefix = filters.url_prefix
+    if filters.access is not None:
+        must.append(readable(filters.access))
     return models.Filter(must=must), exact_prefix
 
 
+def readable(access: ReadAccess) -> models.Filter:
+    """The chunks ``access`` may read, as a condition of the engine's query: one of its
+    grants among the chunk's labels (the keyword index answers it), or no label at all
+    when unlabelled documents are visible (a chunk stored before labels existed has no
+    field, which reads as unlabelled too)."""
+    should: list[models.Condition] = [
+        models.FieldCondition(key=FIELD, match=models.MatchAny(any=sorted(access.grants)))
+    ]
+    if access.unlabelled:
+        should.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=FIELD)))
+    return models.Filter(should=should)
+
+
 def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
-    return Chunk(**{k: v for k, v in payload.items() if k in _CHUNK_FIELDS})
+    chunk = {k: v for k, v in payload.items() if k in _CHUNK_FIELDS}
+    if FIELD in chunk:
+        chunk[FIELD] = tuple(chunk[FIELD] or ())
+    return Chunk(**chunk)
 
 
 def parse_time(value: object) -> datetime | None:

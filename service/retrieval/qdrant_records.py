@@ -23,7 +23,7 @@ from service.retrieval.qdrant_payload import chunk_from_payload, complete_docume
 
 _PAGE = 512
 _SUMMARY_FIELDS = ["document_id", "document_hash", "chunk_count", "url", "title"]
-_SUMMARY_FIELDS += ["module", "chapter", "created_at"]
+_SUMMARY_FIELDS += ["module", "chapter", "created_at", "access"]
 
 
 class DocumentRecords:
@@ -69,6 +69,22 @@ class DocumentRecords:
             id=record_id(document_id), vector={}, payload=document_record(document_id, chunks)
         )
         await self._upsert([point], deadline)
+
+    async def relabel(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None
+    ) -> None:
+        await self._calls.run(
+            partial(
+                self._calls.client.set_payload,
+                self.collection,
+                payload={"access": list(labels)},
+                points=[record_id(document_id)],
+                key="record",
+                wait=True,
+            ),
+            deadline,
+            "relabelling a document record",
+        )
 
     async def delete(self, document_id: str, *, deadline: Deadline | None) -> None:
         await self._calls.run(

@@ -23,6 +23,7 @@ from typing import Any
 import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient, models
 
+from service.access import FIELD, ReadAccess
 from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
@@ -275,14 +276,60 @@ class QdrantStore:
         return count.count
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
-        records = [r for r in await self._records.all(deadline=deadline) if r.document_id > after]
+        records = [
+            r
+            for r in await self._records.all(deadline=deadline)
+            if r.document_id > after and (access is None or access.permits(r.access))
+        ]
         return sorted(records, key=lambda r: r.document_id)[:limit]
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        records = await self._records.all(deadline=deadline)
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]:
+        records = [
+            r
+            for r in await self._records.all(deadline=deadline)
+            if access is None or access.permits(r.access)
+        ]
         return len(records), sum(r.chunk_count for r in records)
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        """document_id -> labels of every complete document."""
+        return {r.document_id: r.access for r in await self._records.all(deadline=deadline)}
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        """Relabels a document's chunks, then its record (see EdgeStore.set_document_access)."""
+        selector = models.Filter(must=[match_value("document_id", document_id)])
+        count = await self._call(
+            partial(self._client.count, self._collection, count_filter=selector, exact=True),
+            deadline,
+            "counting chunks",
+        )
+        if count.count:
+            await self._call(
+                partial(
+                    self._client.set_payload,
+                    self._collection,
+                    payload={FIELD: list(labels)},
+                    points=selector,
+                    wait=True,
+                ),
+                deadline,
+                "relabelling a document",
+            )
+            await self._records.relabel(document_id, labels, deadline=deadline)
+        return count.count
 
     async def close(self) -> None:
         await self._calls.close()

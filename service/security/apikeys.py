@@ -21,12 +21,14 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from service.access import LabelError, check_name
 from service.observability.logging import get_logger
+from service.security.groups import parse_groups
 from service.security.principal import Principal, Role, parse_roles, principal_name
 
 log = get_logger("ragagent.security")
@@ -44,6 +46,8 @@ class KeyRecord:
     roles: list[str]
     created: str
     revoked: str | None = None
+    # Which documents the key's calls may read (service.access); absent in older files.
+    groups: list[str] = field(default_factory=list)
 
 
 def _digest(key_id: str, secret: str) -> str:
@@ -105,12 +109,18 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def create_key(path: Path, principal: str, roles: list[str]) -> tuple[KeyRecord, str]:
-    """Adds a key for ``principal`` with ``roles``; returns its record and the key itself,
-    which exists nowhere else from then on."""
+def create_key(
+    path: Path, principal: str, roles: list[str], groups: Sequence[str] = ()
+) -> tuple[KeyRecord, str]:
+    """Adds a key for ``principal`` with ``roles`` and ``groups``; returns its record and
+    the key itself, which exists nowhere else from then on."""
     unknown = sorted(set(roles) - {r.value for r in Role})
     if unknown:
         raise ValueError(f"unknown role {unknown[0]!r} (roles: {', '.join(r for r in Role)})")
+    try:
+        names = sorted({check_name(group, "a group") for group in groups})
+    except LabelError as error:
+        raise ValueError(str(error)) from None
     if not principal.strip():
         raise ValueError("the principal must not be empty")
     with _locked(path):
@@ -125,6 +135,7 @@ def create_key(path: Path, principal: str, roles: list[str]) -> tuple[KeyRecord,
             hash=_digest(key_id, secret),
             principal=principal.strip(),
             roles=sorted(set(roles)),
+            groups=names,
             created=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         _write_records(path, [*records, record])
@@ -202,4 +213,5 @@ class KeyRing:
             roles=parse_roles(record.roles),
             method="api-key",
             credential_id=record.id,
+            groups=parse_groups(record.groups),
         )

@@ -61,6 +61,8 @@ class Principal:
     method: str
     # The API key's id or the token's jti: which credential it was, never the secret.
     credential_id: str = ""
+    # The groups it is in (service.security.groups): which documents it may read.
+    groups: frozenset[str] = frozenset()
 
     def allows(self, role: Role) -> bool:
         return any(role is held or role in _IMPLIED.get(held, ()) for held in self.roles)

@@ -25,6 +25,7 @@ import jwt
 
 from service.errors import ConfigurationError
 from service.observability.logging import get_logger
+from service.security.groups import parse_groups
 from service.security.principal import Principal, parse_roles, principal_name
 
 log = get_logger("ragagent.security")
@@ -41,6 +42,7 @@ class JwtConfig:
     issuer: str
     audience: str
     roles_claim: str = "roles"
+    groups_claim: str = "groups"
     leeway_s: float = 30.0
     jwks_file: Path | None = None
     jwks_url: str | None = None
@@ -155,6 +157,7 @@ class JwtVerifier:
             roles=parse_roles(claims.get(self.config.roles_claim)),
             method="jwt",
             credential_id=str(claims.get("jti", ""))[:64],
+            groups=parse_groups(claims.get(self.config.groups_claim)),
         )
         self._verified[token] = (float(claims["exp"]), principal)
         if len(self._verified) > VERIFIED_TOKENS:

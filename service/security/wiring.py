@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from service.access import LabelError, check_name
 from service.api.interceptors.authn import Authentication
 from service.api.interceptors.limits import RateLimits
 from service.config import Settings
 from service.errors import ConfigurationError
 from service.observability.logging import get_logger
 from service.security.apikeys import KeyRing
+from service.security.groups import certificate_ou_groups
 from service.security.principal import ROLE_NAMES, Role
 from service.security.tls import ServerTls, TlsFiles, certificate_principal
 from service.security.tokens import JwtConfig, JwtVerifier, TokenRejected
@@ -35,6 +37,24 @@ def _granted_roles(settings: Settings) -> dict[str, frozenset[Role]]:
             )
         granted[name] = frozenset(Role(r) for r in roles)
     return granted
+
+
+def _granted_groups(settings: Settings) -> dict[str, frozenset[str]]:
+    granted = {}
+    for name, groups in settings.principal_groups.items():
+        try:
+            granted[name] = frozenset(check_name(g, "a group") for g in groups)
+        except LabelError as error:
+            raise ConfigurationError(f"RAGAGENT_PRINCIPAL_GROUPS: {name!r}: {error}") from None
+    return granted
+
+
+def _check_groups_header(settings: Settings) -> None:
+    if settings.trusted_groups_header and not settings.trusted_principal_header:
+        raise ConfigurationError(
+            "RAGAGENT_TRUSTED_GROUPS_HEADER needs RAGAGENT_TRUSTED_PRINCIPAL_HEADER: the "
+            "groups header is only believed for callers the trusted principal header names"
+        )
 
 
 def _tls(settings: Settings) -> ServerTls | None:
@@ -66,6 +86,7 @@ def _jwt(settings: Settings) -> JwtVerifier | None:
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
             roles_claim=settings.jwt_roles_claim,
+            groups_claim=settings.jwt_groups_claim,
             leeway_s=settings.jwt_leeway,
             jwks_file=settings.jwt_jwks_file,
             jwks_url=settings.jwt_jwks_url,
@@ -105,6 +126,7 @@ class Security:
             keys.refresh()
         jwt = _jwt(settings)
         tls = _tls(settings)
+        _check_groups_header(settings)
         authentication = Authentication(
             api_keys=keys,
             tokens=jwt,
@@ -113,6 +135,9 @@ class Security:
             certificate_principal=certificate_principal,
             trusted_header=(settings.trusted_principal_header or "").lower() or None,
             granted_roles=_granted_roles(settings),
+            granted_groups=_granted_groups(settings),
+            certificate_groups=certificate_ou_groups if settings.certificate_ou_groups else None,
+            groups_header=(settings.trusted_groups_header or "").lower() or None,
             protect_open_methods=settings.auth_protect_open_methods,
         )
         limits = RateLimits(

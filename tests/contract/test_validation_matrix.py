@@ -288,6 +288,28 @@ def ingest_options_rows() -> list[Row]:
     ]  # fmt: skip
 
 
+def document_access_rows() -> list[Row]:
+    """IngestOptions.access: up to 100 unique names of 1-128 printable characters each."""
+    rows = []
+    for field in ("groups", "principals"):
+        path = f"options.access.{field}"
+
+        def access(names: list[str], field: str = field) -> Message:
+            return ingest_options(access=corpus_pb2.DocumentAccess(**{field: names}))
+
+        rows += [
+            Row(f"{path}[0]", "string.min_len", access(["a"]), access([""]),
+                also=((f"{path}[0]", "string.pattern"),)),
+            Row(f"{path}[0]", "string.max_len", access(["a" * 128]), access(["a" * 129])),
+            Row(f"{path}[0]", "string.pattern", access(["Domain Users"]), access(["a\x01"]),
+                note="control character"),
+            Row(path, "repeated.max_items", access([f"g{i}" for i in range(100)]),
+                access([f"g{i}" for i in range(101)])),
+            Row(path, "repeated.unique", access(["a", "b"]), access(["a", "a"])),
+        ]  # fmt: skip
+    return rows
+
+
 def page_rows(build: Any, max_page_size: int) -> list[Row]:
     """page_size 0 (the server's default) to max; page_token at most 2048 characters."""
     return [
@@ -326,6 +348,7 @@ MATRIX: list[Row] = [
     # corpus.proto
     *document_rows(),
     *ingest_options_rows(),
+    *document_access_rows(),
     Row("document_id", "string.min_len", delete_document(document_id="a.md"),
         delete_document(document_id=""),
         also=(("document_id", "path.relative"), ("document_id", "string.pattern"))),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from service.access import ReadAccess
 from service.domain import Chunk, Deadline, DocumentSummary
 from service.errors import StoreUnavailable
 
@@ -66,6 +67,7 @@ class MemoryStore:
     points: dict[str, tuple[Chunk, list[float]]] = field(default_factory=dict)
     fail_after_upserts: int | None = None
     upserts: int = 0
+    relabels: int = 0
 
     async def document_hashes(self, *, deadline: Deadline | None = None) -> dict[str, str]:
         # Only documents whose chunks are all of one version and all present.
@@ -102,18 +104,45 @@ class MemoryStore:
         return self._remove(lambda c: c.document_id == document_id)
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self,
+        *,
+        after: str,
+        limit: int,
+        deadline: Deadline | None = None,
+        access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
         counts: dict[str, int] = {}
         hashes: dict[str, str] = {}
+        labels: dict[str, tuple[str, ...]] = {}
         for chunk, _ in self.points.values():
+            if access is not None and not access.permits(chunk.access):
+                continue
             counts[chunk.document_id] = counts.get(chunk.document_id, 0) + 1
             hashes[chunk.document_id] = chunk.document_hash
+            labels[chunk.document_id] = chunk.access
         ids = sorted(doc for doc in counts if doc > after)[:limit]
-        return [DocumentSummary(doc, hashes[doc], counts[doc]) for doc in ids]
+        return [DocumentSummary(doc, hashes[doc], counts[doc], access=labels[doc]) for doc in ids]
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
-        return len({c.document_id for c, _ in self.points.values()}), len(self.points)
+    async def count(
+        self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
+    ) -> tuple[int, int]:
+        chunks = [c for c, _ in self.points.values() if access is None or access.permits(c.access)]
+        return len({c.document_id for c in chunks}), len(chunks)
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        return {c.document_id: c.access for c, _ in self.points.values()}
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        self.relabels += 1
+        mine = [cid for cid, (c, _) in self.points.items() if c.document_id == document_id]
+        for cid in mine:
+            chunk, vector = self.points[cid]
+            self.points[cid] = (replace(chunk, access=tuple(labels)), vector)
+        return len(mine)
 
     def chunks_of(self, document_id: str) -> list[Chunk]:
         found = [c for c, _ in self.points.values() if c.document_id == document_id]

@@ -106,12 +106,24 @@ class _Store:
         return 0
 
     async def list_documents(
-        self, *, after: str, limit: int, deadline: Deadline | None = None
+        self, *, after: str, limit: int, deadline: Deadline | None = None, access: object = None
     ) -> list[DocumentSummary]:
         return []
 
-    async def count(self, *, deadline: Deadline | None = None) -> tuple[int, int]:
+    async def count(
+        self, *, deadline: Deadline | None = None, access: object = None
+    ) -> tuple[int, int]:
         return (0, 0)
+
+    async def document_access(
+        self, *, deadline: Deadline | None = None
+    ) -> dict[str, tuple[str, ...]]:
+        return {}
+
+    async def set_document_access(
+        self, document_id: str, labels: Sequence[str], *, deadline: Deadline | None = None
+    ) -> int:
+        return 0
 
 
 async def test_ingested_chunks_are_counted_as_they_are_written() -> None:

@@ -136,6 +136,7 @@ async def test_no_log_line_carries_text_keys_or_tokens(
             agent_strategy="agentic",
             # Whatever the tiny corpus scores, the scripted answer is the one given.
             confidence_threshold=0.0,
+            access_unlabelled="public",  # its unlabelled corpus is for every caller
             session_encryption_key=f"k1:{session_key}" if sealed else None,
             log_level="DEBUG",
         ) as server:

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragagent/v1/corpus.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x01\n\rIngestOptions\x12\x91\x01\n\x08\x62\x61se_url\x18\x01 \x01(\tB\x7f\xbaH|r\x03\x88\x01\x01\xba\x01q\n\rbase_url.http\x12.value must be an http or https URL with a host\x1a\x30this.matches(\'^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+\')\xd8\x01\x01\x12\r\n\x05prune\x18\x02 \x01(\x08\"\xc6\x02\n\x08\x44ocument\x12\x9c\x02\n\x04path\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\xbaH\x07r\x05(\x80\x80\x80\x01\"n\n\x16IngestDocumentsRequest\x12+\n\x07options\x18\x01 \x01(\x0b\x32\x1a.ragagent.v1.IngestOptions\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.ragagent.v1.Document\"\x86\x02\n\x17IngestDocumentsResponse\x12\x17\n\x0f\x64ocuments_added\x18\x01 \x01(\x05\x12\x19\n\x11\x64ocuments_updated\x18\x02 \x01(\x05\x12\x1b\n\x13\x64ocuments_unchanged\x18\x03 \x01(\x05\x12\x19\n\x11\x64ocuments_deleted\x18\x04 \x01(\x05\x12\x16\n\x0e\x63hunks_written\x18\x05 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x06 \x01(\x05\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x08warnings\x18\x08 \x03(\tB\x10\xbaH\r\x92\x01\n\x10\xe8\x07\"\x05r\x03\x18\x80\x10\"\xbd\x02\n\x15\x44\x65leteDocumentRequest\x12\xa3\x02\n\x0b\x64ocument_id\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"S\n\x14ListDocumentsRequest\x12\x1d\n\tpage_size\x18\x01 \x01(\x05\x42\n\xbaH\x07\x1a\x05\x18\xc8\x01(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xbc\x01\n\x0c\x44ocumentInfo\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0e\n\x06module\x18\x04 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x05\x12\x14\n\x0c\x63ontent_hash\x18\x07 \x01(\t\x12/\n\x0bingested_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ListDocumentsResponse\x12,\n\tdocuments\x18\x01 \x03(\x0b\x32\x19.ragagent.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15GetCorpusStatsRequest\"\x87\x01\n\x16GetCorpusStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\x04 \x01(\t\x12\x13\n\x0bvector_size\x18\x05 \x01(\x05\x32\xfd\x02\n\rCorpusService\x12^\n\x0fIngestDocuments\x12#.ragagent.v1.IngestDocumentsRequest\x1a$.ragagent.v1.IngestDocumentsResponse(\x01\x12Y\n\x0e\x44\x65leteDocument\x12\".ragagent.v1.DeleteDocumentRequest\x1a#.ragagent.v1.DeleteDocumentResponse\x12V\n\rListDocuments\x12!.ragagent.v1.ListDocumentsRequest\x1a\".ragagent.v1.ListDocumentsResponse\x12Y\n\x0eGetCorpusStats\x12\".ragagent.v1.GetCorpusStatsRequest\x1a#.ragagent.v1.GetCorpusStatsResponseB\\\n\x0f\x64\x65v.ragagent.v1B\x0b\x43orpusProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragagent/v1/corpus.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x01\n\rIngestOptions\x12\x91\x01\n\x08\x62\x61se_url\x18\x01 \x01(\tB\x7f\xbaH|r\x03\x88\x01\x01\xba\x01q\n\rbase_url.http\x12.value must be an http or https URL with a host\x1a\x30this.matches(\'^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+\')\xd8\x01\x01\x12\r\n\x05prune\x18\x02 \x01(\x08\x12+\n\x06\x61\x63\x63\x65ss\x18\x03 \x01(\x0b\x32\x1b.ragagent.v1.DocumentAccess\"\x88\x01\n\x0e\x44ocumentAccess\x12\x38\n\x06groups\x18\x01 \x03(\tB(\xbaH%\x92\x01\"\x10\x64\x18\x01\"\x1cr\x1a\x10\x01\x18\x80\x01\x32\x13^[^\\x00-\\x1F\\x7F]+$\x12<\n\nprincipals\x18\x02 \x03(\tB(\xbaH%\x92\x01\"\x10\x64\x18\x01\"\x1cr\x1a\x10\x01\x18\x80\x01\x32\x13^[^\\x00-\\x1F\\x7F]+$\"\xc6\x02\n\x08\x44ocument\x12\x9c\x02\n\x04path\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\x12\x1b\n\x07\x63ontent\x18\x02 \x01(\tB\n\xbaH\x07r\x05(\x80\x80\x80\x01\"n\n\x16IngestDocumentsRequest\x12+\n\x07options\x18\x01 \x01(\x0b\x32\x1a.ragagent.v1.IngestOptions\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.ragagent.v1.Document\"\xa4\x02\n\x17IngestDocumentsResponse\x12\x17\n\x0f\x64ocuments_added\x18\x01 \x01(\x05\x12\x19\n\x11\x64ocuments_updated\x18\x02 \x01(\x05\x12\x1b\n\x13\x64ocuments_unchanged\x18\x03 \x01(\x05\x12\x19\n\x11\x64ocuments_deleted\x18\x04 \x01(\x05\x12\x16\n\x0e\x63hunks_written\x18\x05 \x01(\x05\x12\x16\n\x0e\x63hunks_deleted\x18\x06 \x01(\x05\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x08warnings\x18\x08 \x03(\tB\x10\xbaH\r\x92\x01\n\x10\xe8\x07\"\x05r\x03\x18\x80\x10\x12\x1c\n\x14\x64ocuments_relabelled\x18\t \x01(\x05\"\xbd\x02\n\x15\x44\x65leteDocumentRequest\x12\xa3\x02\n\x0b\x64ocument_id\x18\x01 \x01(\tB\x8d\x02\xbaH\x89\x02r!\x10\x01\x18\x80\x08\x32\x1a^[^/]([^/]*/)*[^/]*\\.mdx?$\xba\x01\xe2\x01\n\rpath.relative\x12Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\x1a{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"S\n\x14ListDocumentsRequest\x12\x1d\n\tpage_size\x18\x01 \x01(\x05\x42\n\xbaH\x07\x1a\x05\x18\xc8\x01(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xfd\x01\n\x0c\x44ocumentInfo\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0e\n\x06module\x18\x04 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x05\x12\x14\n\x0c\x63ontent_hash\x18\x07 \x01(\t\x12/\n\x0bingested_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x06\x61\x63\x63\x65ss\x18\t \x01(\x0b\x32\x1b.ragagent.v1.DocumentAccess\x12\x12\n\nadmin_only\x18\n \x01(\x08\"^\n\x15ListDocumentsResponse\x12,\n\tdocuments\x18\x01 \x03(\x0b\x32\x19.ragagent.v1.DocumentInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15GetCorpusStatsRequest\"\x87\x01\n\x16GetCorpusStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\x04 \x01(\t\x12\x13\n\x0bvector_size\x18\x05 \x01(\x05\x32\xfd\x02\n\rCorpusService\x12^\n\x0fIngestDocuments\x12#.ragagent.v1.IngestDocumentsRequest\x1a$.ragagent.v1.IngestDocumentsResponse(\x01\x12Y\n\x0e\x44\x65leteDocument\x12\".ragagent.v1.DeleteDocumentRequest\x1a#.ragagent.v1.DeleteDocumentResponse\x12V\n\rListDocuments\x12!.ragagent.v1.ListDocumentsRequest\x1a\".ragagent.v1.ListDocumentsResponse\x12Y\n\x0eGetCorpusStats\x12\".ragagent.v1.GetCorpusStatsRequest\x1a#.ragagent.v1.GetCorpusStatsResponseB\\\n\x0f\x64\x65v.ragagent.v1B\x0b\x43orpusProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\017dev.ragagent.v1B\013CorpusProtoP\001Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1'
   _globals['_INGESTOPTIONS'].fields_by_name['base_url']._loaded_options = None
   _globals['_INGESTOPTIONS'].fields_by_name['base_url']._serialized_options = b'\272H|r\003\210\001\001\272\001q\n\rbase_url.http\022.value must be an http or https URL with a host\0320this.matches(\'^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+\')\330\001\001'
+  _globals['_DOCUMENTACCESS'].fields_by_name['groups']._loaded_options = None
+  _globals['_DOCUMENTACCESS'].fields_by_name['groups']._serialized_options = b'\272H%\222\001\"\020d\030\001\"\034r\032\020\001\030\200\0012\023^[^\\x00-\\x1F\\x7F]+$'
+  _globals['_DOCUMENTACCESS'].fields_by_name['principals']._loaded_options = None
+  _globals['_DOCUMENTACCESS'].fields_by_name['principals']._serialized_options = b'\272H%\222\001\"\020d\030\001\"\034r\032\020\001\030\200\0012\023^[^\\x00-\\x1F\\x7F]+$'
   _globals['_DOCUMENT'].fields_by_name['path']._loaded_options = None
   _globals['_DOCUMENT'].fields_by_name['path']._serialized_options = b'\272H\211\002r!\020\001\030\200\0102\032^[^/]([^/]*/)*[^/]*\\.mdx?$\272\001\342\001\n\rpath.relative\022Tpath must not contain empty, \'.\' or \'..\' segments, backslashes or control characters\032{!this.split(\'/\').exists(s, s == \'\' || s == \'.\' || s == \'..\') && !this.contains(\'\\\\\') && !this.matches(\'[\\\\x00-\\\\x1F\\\\x7F]\')'
   _globals['_DOCUMENT'].fields_by_name['content']._loaded_options = None
@@ -50,27 +54,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_token']._loaded_options = None
   _globals['_LISTDOCUMENTSREQUEST'].fields_by_name['page_token']._serialized_options = b'\272H\005r\003\030\200\020'
   _globals['_INGESTOPTIONS']._serialized_start=136
-  _globals['_INGESTOPTIONS']._serialized_end=314
-  _globals['_DOCUMENT']._serialized_start=317
-  _globals['_DOCUMENT']._serialized_end=643
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=645
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=755
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=758
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1020
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1023
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1340
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1342
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1390
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1392
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1475
-  _globals['_DOCUMENTINFO']._serialized_start=1478
-  _globals['_DOCUMENTINFO']._serialized_end=1666
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1668
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1762
-  _globals['_GETCORPUSSTATSREQUEST']._serialized_start=1764
-  _globals['_GETCORPUSSTATSREQUEST']._serialized_end=1787
-  _globals['_GETCORPUSSTATSRESPONSE']._serialized_start=1790
-  _globals['_GETCORPUSSTATSRESPONSE']._serialized_end=1925
-  _globals['_CORPUSSERVICE']._serialized_start=1928
-  _globals['_CORPUSSERVICE']._serialized_end=2309
+  _globals['_INGESTOPTIONS']._serialized_end=359
+  _globals['_DOCUMENTACCESS']._serialized_start=362
+  _globals['_DOCUMENTACCESS']._serialized_end=498
+  _globals['_DOCUMENT']._serialized_start=501
+  _globals['_DOCUMENT']._serialized_end=827
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=829
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=939
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=942
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1234
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1237
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1554
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1556
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1604
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1606
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1689
+  _globals['_DOCUMENTINFO']._serialized_start=1692
+  _globals['_DOCUMENTINFO']._serialized_end=1945
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1947
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=2041
+  _globals['_GETCORPUSSTATSREQUEST']._serialized_start=2043
+  _globals['_GETCORPUSSTATSREQUEST']._serialized_end=2066
+  _globals['_GETCORPUSSTATSRESPONSE']._serialized_start=2069
+  _globals['_GETCORPUSSTATSRESPONSE']._serialized_end=2204
+  _globals['_CORPUSSERVICE']._serialized_start=2207
+  _globals['_CORPUSSERVICE']._serialized_end=2588
 # @@protoc_insertion_point(module_scope)

@@ -28,25 +28,71 @@ class IngestOptions(_message.Message):
 
     BASE_URL_FIELD_NUMBER: _builtins.int
     PRUNE_FIELD_NUMBER: _builtins.int
+    ACCESS_FIELD_NUMBER: _builtins.int
     base_url: _builtins.str
     """Site URL the documents are published under, for example "https://example.dev/"; page
     URLs are derived from it with Docusaurus rules. Empty: sources get no URL.
     """
     prune: _builtins.bool
     """When true, indexed documents that the stream did not contain are deleted at its end."""
+    @_builtins.property
+    def access(self) -> Global___DocumentAccess:
+        """Who may read every document of the stream, besides those a document's front matter
+        names under its `access` key (docs/security.md, "Document permissions"). Empty, and no
+        `access` key: the document is unlabelled. A document whose text is unchanged but whose
+        readers changed is relabelled in place, without embedding it again.
+        """
+
     def __init__(
         self,
         *,
         base_url: _builtins.str = ...,
         prune: _builtins.bool = ...,
+        access: Global___DocumentAccess | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["access", b"access"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_url", b"base_url", "prune", b"prune"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "base_url", b"base_url", "prune", b"prune"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IngestOptions: _TypeAlias = IngestOptions  # noqa: Y015
+
+@_typing.final
+class DocumentAccess(_message.Message):
+    """DocumentAccess names who may read a document: any caller in one of `groups`, or named
+    by one of `principals`. The group "*" is every authenticated caller.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    PRINCIPALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Group names, as callers' credentials carry them (a JWT claim, the API key's record,
+        a certificate, the mesh's groups header): 1 to 128 printable characters each.
+        """
+
+    @_builtins.property
+    def principals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Principal names, as the server names authenticated callers: 1 to 128 printable
+        characters each.
+        """
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+        principals: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "principals", b"principals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentAccess: _TypeAlias = DocumentAccess  # noqa: Y015
 
 @_typing.final
 class Document(_message.Message):
@@ -122,6 +168,7 @@ class IngestDocumentsResponse(_message.Message):
     CHUNKS_DELETED_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    DOCUMENTS_RELABELLED_FIELD_NUMBER: _builtins.int
     documents_added: _builtins.int
     """Documents that were not indexed before."""
     documents_updated: _builtins.int
@@ -134,6 +181,10 @@ class IngestDocumentsResponse(_message.Message):
     """Chunks written (embedded and stored)."""
     chunks_deleted: _builtins.int
     """Chunks removed (of updated or deleted documents)."""
+    documents_relabelled: _builtins.int
+    """Documents whose text had not changed but whose readers had: relabelled in place,
+    nothing embedded (not counted in `documents_unchanged`).
+    """
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Wall time of the whole stream on the server."""
@@ -157,10 +208,11 @@ class IngestDocumentsResponse(_message.Message):
         chunks_deleted: _builtins.int = ...,
         duration: _duration_pb2.Duration | None = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        documents_relabelled: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted", "chunks_written", b"chunks_written", "documents_added", b"documents_added", "documents_deleted", b"documents_deleted", "documents_unchanged", b"documents_unchanged", "documents_updated", b"documents_updated", "duration", b"duration", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_deleted", b"chunks_deleted", "chunks_written", b"chunks_written", "documents_added", b"documents_added", "documents_deleted", b"documents_deleted", "documents_relabelled", b"documents_relabelled", "documents_unchanged", b"documents_unchanged", "documents_updated", b"documents_updated", "duration", b"duration", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -250,6 +302,8 @@ class DocumentInfo(_message.Message):
     CHUNK_COUNT_FIELD_NUMBER: _builtins.int
     CONTENT_HASH_FIELD_NUMBER: _builtins.int
     INGESTED_AT_FIELD_NUMBER: _builtins.int
+    ACCESS_FIELD_NUMBER: _builtins.int
+    ADMIN_ONLY_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Id (relative path) of the document."""
     url: _builtins.str
@@ -267,9 +321,18 @@ class DocumentInfo(_message.Message):
     ingestion configuration (parser, chunker, embedding model, base URL), so it changes when
     either does.
     """
+    admin_only: _builtins.bool
+    """Readable by admins only, whatever its groups (its front matter could not be read)."""
     @_builtins.property
     def ingested_at(self) -> _timestamp_pb2.Timestamp:
         """When the document's current version was ingested."""
+
+    @_builtins.property
+    def access(self) -> Global___DocumentAccess:
+        """Who may read it; both lists empty: unlabelled (docs/security.md, "Document
+        permissions"). A document whose front matter could not be read shows neither, and
+        `admin_only` is set.
+        """
 
     def __init__(
         self,
@@ -282,10 +345,12 @@ class DocumentInfo(_message.Message):
         chunk_count: _builtins.int = ...,
         content_hash: _builtins.str = ...,
         ingested_at: _timestamp_pb2.Timestamp | None = ...,
+        access: Global___DocumentAccess | None = ...,
+        admin_only: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ingested_at", b"ingested_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "ingested_at", b"ingested_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chapter", b"chapter", "chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingested_at", b"ingested_at", "module", b"module", "title", b"title", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "admin_only", b"admin_only", "chapter", b"chapter", "chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingested_at", b"ingested_at", "module", b"module", "title", b"title", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

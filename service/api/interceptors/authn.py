@@ -25,6 +25,7 @@ from service.api.identity import USER_ID_HEADER, bind_caller
 from service.api.interceptors.call import Call
 from service.errors import CredentialsInvalid, Unauthenticated
 from service.security.apikeys import looks_like_key
+from service.security.groups import header_groups
 from service.security.principal import (
     UNAUTHENTICATED_ROLES,
     Principal,
@@ -67,6 +68,11 @@ class Authentication:
     trusted_header: str | None = None
     # Roles of principals named by a certificate or the trusted header ("*": anyone's).
     granted_roles: Mapping[str, frozenset[Role]] = field(default_factory=dict)
+    # Their groups likewise (RAGAGENT_PRINCIPAL_GROUPS); a certificate's own (its OUs) and
+    # the trusted groups header add to them (service.security.groups).
+    granted_groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    certificate_groups: Callable[[bytes], frozenset[str]] | None = None
+    groups_header: str | None = None
     protect_open_methods: bool = False
 
     @property
@@ -109,11 +115,14 @@ class Authenticate:
         if config.client_certificates and certificate:
             name = self._certificate_name(certificate)
             if name:
-                return self._granted(name, "certificate")
+                own = config.certificate_groups
+                return self._granted(name, "certificate", own(certificate) if own else None)
         if config.trusted_header:
             named = call.value(config.trusted_header)
             if named and named.strip():
-                return self._granted(principal_name(named), "trusted-header")
+                listed = call.value(config.groups_header) if config.groups_header else None
+                groups = header_groups(listed) or None
+                return self._granted(principal_name(named), "trusted-header", groups)
         raise Unauthenticated(
             "this server requires credentials: an API key or token as "
             "'authorization: Bearer ...', or a client certificate"
@@ -133,10 +142,14 @@ class Authenticate:
                 raise CredentialsInvalid(str(error)) from None
         raise CredentialsInvalid("the bearer credential is not valid")
 
-    def _granted(self, name: str, method: str) -> Principal:
+    def _granted(self, name: str, method: str, groups: frozenset[str] | None) -> Principal:
         roles = self._config.granted_roles
+        granted = self._config.granted_groups
         return Principal(
-            name=name, roles=roles.get(name, roles.get("*", frozenset())), method=method
+            name=name,
+            roles=roles.get(name, roles.get("*", frozenset())),
+            method=method,
+            groups=granted.get(name, granted.get("*", frozenset())) | (groups or frozenset()),
         )
 
     def _certificate_name(self, pem: bytes) -> str:
