@@ -212,6 +212,7 @@ class RunResult:
     strategy: str
     grounding: Grounding | None = None
     turn_id: str = ""  # the stored turn; "" when the server keeps no sessions
+    no_answer_reason: str = ""  # NO_ANSWER: why (the model's reason, or the threshold's)
 
 
 @dataclass(frozen=True, slots=True)

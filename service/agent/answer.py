@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from service.agent.citations import CitationFilter
+from service.agent.declines import declined_message
 from service.agent.events import AgentEvent, AnswerDelta
 from service.agent.prompts import NO_ANSWER_MESSAGE
 from service.agent.sources import SourceBook
@@ -36,6 +37,11 @@ class AnswerWriter:
     async def no_answer(self) -> None:
         await self.end()
         await self._say(NO_ANSWER_MESSAGE)
+
+    async def declined(self, reason: str) -> None:
+        """The model's own "not in the documents", after whatever text already streamed."""
+        await self.end()
+        await self._say(("\n\n" if self.text else "") + declined_message(reason))
 
     async def _say(self, text: str) -> None:
         if not text:

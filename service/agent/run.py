@@ -79,6 +79,7 @@ class Outcome:
     status: ResponseStatus
     finish_reason: str
     model: str = ""
+    no_answer_reason: str = ""  # NO_ANSWER: why (the model's words, or the threshold's)
 
 
 class Run:
@@ -202,8 +203,21 @@ class Run:
         await self.answer_writer.end()
 
     async def no_answer(self) -> Outcome:
+        """Nothing passed the threshold: NO_ANSWER, and the model is not asked."""
         await self.answer_writer.no_answer()
-        return Outcome(ResponseStatus.NO_ANSWER, "no_answer")
+        why = f"no passage scored at least the confidence threshold {self.threshold:g}"
+        return Outcome(ResponseStatus.NO_ANSWER, "no_answer", no_answer_reason=why)
+
+    async def declined(self, reason: str, model: str = "") -> Outcome:
+        """The model said that the passages do not answer the question: NO_ANSWER with its
+        reason, which the answer states too (so the session's turn keeps it)."""
+        await self.answer_writer.declined(reason)
+        return Outcome(
+            ResponseStatus.NO_ANSWER,
+            "no_answer",
+            model,
+            no_answer_reason=reason or "the model found no answer in the passages",
+        )
 
     # --- the result -----------------------------------------------------------------------
     def result(self, outcome: Outcome) -> RunResult:
@@ -230,6 +244,7 @@ class Run:
             answer_mode=self.answer_mode,
             strategy=self.strategy,
             grounding=self._grounding(outcome),
+            no_answer_reason=outcome.no_answer_reason,
         )
 
     def _grounding(self, outcome: Outcome) -> Grounding | None:

@@ -168,4 +168,5 @@ def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
         strategy=result.strategy,
         grounding=grounding_to_proto(result.grounding),
         turn_id=result.turn_id,
+        no_answer_reason=result.no_answer_reason,
     )

@@ -33,7 +33,9 @@ class _ResponseStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Respon
     RESPONSE_STATUS_SUCCESS: _ResponseStatus.ValueType  # 1
     """The answer is complete and grounded in the listed sources."""
     RESPONSE_STATUS_NO_ANSWER: _ResponseStatus.ValueType  # 2
-    """Nothing relevant enough was found; `answer` says so and no model was called."""
+    """Nothing relevant enough was found (`answer` says so and no model was called), or the
+    model said that the passages do not answer the question; `no_answer_reason` says which.
+    """
     RESPONSE_STATUS_ERROR: _ResponseStatus.ValueType  # 3
     """The run failed (the model, the store or the server failed); `answer` holds what was
     produced before. AskStream sends this final message, then ends with the error status;
@@ -60,7 +62,9 @@ RESPONSE_STATUS_UNSPECIFIED: ResponseStatus.ValueType  # 0
 RESPONSE_STATUS_SUCCESS: ResponseStatus.ValueType  # 1
 """The answer is complete and grounded in the listed sources."""
 RESPONSE_STATUS_NO_ANSWER: ResponseStatus.ValueType  # 2
-"""Nothing relevant enough was found; `answer` says so and no model was called."""
+"""Nothing relevant enough was found (`answer` says so and no model was called), or the
+model said that the passages do not answer the question; `no_answer_reason` says which.
+"""
 RESPONSE_STATUS_ERROR: ResponseStatus.ValueType  # 3
 """The run failed (the model, the store or the server failed); `answer` holds what was
 produced before. AskStream sends this final message, then ends with the error status;
@@ -257,6 +261,7 @@ class AgentResponse(_message.Message):
     STRATEGY_FIELD_NUMBER: _builtins.int
     GROUNDING_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
+    NO_ANSWER_REASON_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -290,6 +295,12 @@ class AgentResponse(_message.Message):
     turn_id: _builtins.str
     """Id of the turn this run is recorded as, which `SessionService.GetSession` lists in
     `Session.turns` (a UUID). Empty when the server keeps no sessions.
+    """
+    no_answer_reason: _builtins.str
+    """Why the status is NO_ANSWER; empty otherwise. Either the model's own reason (a
+    generative strategy's model said that the passages do not answer the question, with the
+    `no_answer` tool or a "NO_ANSWER:" reply; the answer text states it too, so the
+    session's turn keeps it), or that no passage reached the confidence threshold.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -338,10 +349,11 @@ class AgentResponse(_message.Message):
         strategy: _builtins.str = ...,
         grounding: _types_pb2.Grounding | None = ...,
         turn_id: _builtins.str = ...,
+        no_answer_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
