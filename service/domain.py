@@ -213,6 +213,7 @@ class RunResult:
     grounding: Grounding | None = None
     turn_id: str = ""  # the stored turn; "" when the server keeps no sessions
     no_answer_reason: str = ""  # NO_ANSWER: why (the model's reason, or the threshold's)
+    downgraded_reason: str = ""  # why ``strategy`` is faster than configured (the deadline)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 from service.agent.answer import AnswerWriter
 from service.agent.events import AgentEvent
 from service.agent.grounding import check_grounding
+from service.agent.latency import EndpointLatency
 from service.agent.model import ChatModel
 from service.agent.prompts import Prompts
 from service.agent.search import Searcher
@@ -95,8 +96,13 @@ class Run:
         strategy: str,
         answer_mode: AnswerMode,
         opening: str | None = None,
+        latency: EndpointLatency | None = None,
+        downgraded_reason: str = "",
     ) -> None:
         self.request = request
+        self.latency = latency
+        # Why the strategy that runs is not the configured one (a deadline too short for it).
+        self.downgraded_reason = downgraded_reason
         # The system prompts: the operator's opening (None: the built-in one), the
         # service's grounding rules, the caller's addendum.
         self.prompts = (
@@ -153,7 +159,7 @@ class Run:
     def turns(self, model: ChatModel) -> ModelTurns:
         """The run's model turns (one object per run, so that usage adds up)."""
         if self._turns is None:
-            self._turns = ModelTurns(model, self.answer_writer, self.deadline)
+            self._turns = ModelTurns(model, self.answer_writer, self.deadline, self.latency)
         self.phase = "model"
         return self._turns
 
@@ -245,6 +251,7 @@ class Run:
             strategy=self.strategy,
             grounding=self._grounding(outcome),
             no_answer_reason=outcome.no_answer_reason,
+            downgraded_reason=self.downgraded_reason,
         )
 
     def _grounding(self, outcome: Outcome) -> Grounding | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from service.agent.declines import (
     reason_of_call,
     reason_of_text,
 )
+from service.agent.latency import EndpointLatency
 from service.agent.model import ChatModel, TextDelta, ToolCallRequest, TurnEnd
 from service.domain import Deadline, Usage
 
@@ -42,8 +44,16 @@ class Turn:
 class ModelTurns:
     """Asks the model, adds up usage, and writes streamed text into the answer."""
 
-    def __init__(self, model: ChatModel, answer: AnswerWriter, deadline: Deadline) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        answer: AnswerWriter,
+        deadline: Deadline,
+        latency: EndpointLatency | None = None,
+    ) -> None:
+        """``latency``: where each turn's timing is kept (the agent's, across runs)."""
         self.model = model
+        self._latency = latency
         self._answer = answer
         self._deadline = deadline
         self.usage = Usage()
@@ -66,6 +76,8 @@ class ModelTurns:
         text: list[str] = []
         opening = Opening()  # a decline or a tool call as text is never written
         wrote = False
+        began = time.perf_counter()
+        first: float | None = None
         stream = self.model.stream(
             messages,
             temperature=temperature,
@@ -76,11 +88,20 @@ class ModelTurns:
         )
         async with aclosing(stream) as events:
             async for event in events:
+                if first is None:
+                    first = time.perf_counter()
                 if isinstance(event, TextDelta):
                     text.append(event.text)
                     wrote = await self._write(opening.feed(event.text), wrote)
                     continue
                 await self._write(opening.finish(), wrote)
+                if self._latency is not None:
+                    self._latency.observe(
+                        self.model.name,
+                        (first or began) - began,
+                        event.usage.completion_tokens,
+                        time.perf_counter() - (first or began),
+                    )
                 return self._ended("".join(text), event)
         raise AssertionError("a model turn ends with TurnEnd")  # the ChatModel contract
 
@@ -94,6 +115,7 @@ class ModelTurns:
     ) -> Turn:
         """A non-streamed turn offering tools, for servers that cannot stream tool calls.
         Its text is not written: the caller decides what becomes of it."""
+        began = time.perf_counter()
         completion = await self.model.complete(
             messages,
             temperature=temperature,
@@ -102,6 +124,8 @@ class ModelTurns:
             tool_choice="auto",
             max_tokens=max_tokens,
         )
+        if self._latency is not None:  # its first text comes with its end
+            self._latency.observe(self.model.name, time.perf_counter() - began)
         return self._ended(completion.text, completion.end)
 
     async def _write(self, text: str, wrote: bool) -> bool:

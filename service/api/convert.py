@@ -169,4 +169,5 @@ def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
         grounding=grounding_to_proto(result.grounding),
         turn_id=result.turn_id,
         no_answer_reason=result.no_answer_reason,
+        downgraded_reason=result.downgraded_reason,
     )

@@ -262,6 +262,7 @@ class AgentResponse(_message.Message):
     GROUNDING_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
     NO_ANSWER_REASON_FIELD_NUMBER: _builtins.int
+    DOWNGRADED_REASON_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -290,7 +291,8 @@ class AgentResponse(_message.Message):
     strategy: _builtins.str
     """The agent strategy that ran: "agentic", "agents_sdk", "retrieve_first" or "extractive".
     An agentic (or agents_sdk) server whose model endpoint cannot call tools runs, and
-    names, "retrieve_first".
+    names, "retrieve_first"; a call whose deadline is too short for the server's strategy
+    (auto) names the faster one that ran (see `downgraded_reason`).
     """
     turn_id: _builtins.str
     """Id of the turn this run is recorded as, which `SessionService.GetSession` lists in
@@ -301,6 +303,14 @@ class AgentResponse(_message.Message):
     generative strategy's model said that the passages do not answer the question, with the
     `no_answer` tool or a "NO_ANSWER:" reply; the answer text states it too, so the
     session's turn keeps it), or that no passage reached the confidence threshold.
+    """
+    downgraded_reason: _builtins.str
+    """Why `strategy` is not the server's: with RAGAGENT_AGENT_STRATEGY auto, a call whose
+    remaining deadline is shorter than its strategy needs (the endpoint's first-token time,
+    the median of its recent calls, plus a minimal answer, per model turn: two for agentic,
+    one for retrieve_first) runs the fastest strategy that fits (retrieve_first, or
+    extractive with no model call) and says so here, with the figures. Empty when the
+    strategy is the server's; never set when the server's strategy is explicit.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -350,10 +360,11 @@ class AgentResponse(_message.Message):
         grounding: _types_pb2.Grounding | None = ...,
         turn_id: _builtins.str = ...,
         no_answer_reason: _builtins.str = ...,
+        downgraded_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "downgraded_reason", b"downgraded_reason", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
