@@ -252,6 +252,8 @@ class Run:
             grounding=self._grounding(outcome),
             no_answer_reason=outcome.no_answer_reason,
             downgraded_reason=self.downgraded_reason,
+            # Sent as the sentences completed; none for NO_ANSWER, which lists no sources.
+            citations=() if no_answer else tuple(self.answer_writer.spans),
         )
 
     def _grounding(self, outcome: Outcome) -> Grounding | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from service.observability.logging import configure_logging
 from tests.bench import (
+    bench_citations,
     bench_extractive,
     bench_ingest,
     bench_overhead,
@@ -42,6 +43,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     ),
     "strategies": lambda args: bench_strategies.main(),
     "extractive": lambda args: bench_extractive.main(),
+    "citations": lambda args: bench_citations.main(),
 }
 
 
