@@ -76,12 +76,7 @@ async def run_agentic(
             final = await turns.stream(
                 messages, temperature=temperature, tools=tools, tool_choice="none", max_tokens=room
             )
-            if final.declined is not None:
-                return await run.declined(final.declined, final.model)
-            await run.end_answer()
-            # A model that still asks for tools has its text so far as the answer.
-            reason = "max_tool_rounds" if final.tool_calls else final.finish_reason
-            return Outcome(ResponseStatus.SUCCESS, reason, final.model)
+            return await _last_round(run, model, final, temperature=temperature)
         turn = await tool_turn(run, turns, messages, temperature=temperature, max_tokens=room)
         if turn is None:  # the endpoint has no tool calling
             run.strategy = RETRIEVE_FIRST
@@ -96,6 +91,25 @@ async def run_agentic(
         results = await _call_tools(run, model, turn.tool_calls, allowance)
         messages.extend(tool_result(c.id, r) for c, r in zip(turn.tool_calls, results, strict=True))
     raise AssertionError("the last round returns")  # pragma: no cover
+
+
+async def _last_round(run: Run, model: ChatModel, final: Turn, *, temperature: float) -> Outcome:
+    """How the last round's turn ends the run."""
+    if final.declined is not None:
+        return await run.declined(final.declined, final.model)
+    if final.tool_calls and not run.answer.strip():
+        return await answer_without_tools(run, model, temperature=temperature)
+    await run.end_answer()
+    # A model that still asks for tools has its text so far as the answer.
+    reason = "max_tool_rounds" if final.tool_calls else final.finish_reason
+    return Outcome(ResponseStatus.SUCCESS, reason, final.model)
+
+
+async def answer_without_tools(run: Run, model: ChatModel, *, temperature: float) -> Outcome:
+    """The answer of a model that still asked for a search after its last round, without a
+    word of answer (SmolLM2 on llama-cpp-python writes the call as text, whatever the
+    tool_choice): one more turn offering no tool, over every passage the run found."""
+    return await answer_from(run, model, run.book.all(), temperature=temperature)
 
 
 async def _answered(run: Run, turn: Turn) -> Outcome:

@@ -28,17 +28,42 @@ _REFERRING = frozenset(
         "her",
         "hers",
         "him",
-        "this",
-        "these",
-        "that",
-        "those",
-        "such",
         "both",
         "either",
         "neither",
         "another",
         "latter",
         "former",
+    ]
+)
+# Demonstratives refer back when they stand alone ("This is why...", "These are..."); as
+# determiners ("This project is licensed...") the noun names what they point at.
+_DEMONSTRATIVES = frozenset(["this", "these", "that", "those", "such"])
+_AUXILIARIES = frozenset(
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "'s",
     ]
 )
 _CONNECTIVES = frozenset(
@@ -96,5 +121,8 @@ def leans_back(sentence: str) -> bool:
     first = words[0]
     if first in _REFERRING or first in _CONNECTIVES:
         return True
+    if first in _DEMONSTRATIVES or first.removesuffix("'s") in _DEMONSTRATIVES:
+        second = words[1] if len(words) > 1 else ""
+        return first.endswith("'s") or not second or second in _AUXILIARIES
     opening = " ".join(words[:4])
     return any(opening == p or opening.startswith(p + " ") for p in _PHRASES)

@@ -37,6 +37,7 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
+from service.agent.agentic import answer_without_tools
 from service.agent.budget import fit_for, fit_passages
 from service.agent.model import ChatModel
 from service.agent.prompts import Message, retrieval_query
@@ -137,6 +138,8 @@ class AgentsSdkStrategy:
                 await asyncio.wait({task})
         if sdk_model.declined is not None:
             return await run.declined(sdk_model.declined, sdk_model.model_name)
+        if sdk_model.finish_reason == "max_tool_rounds" and not run.answer.strip():
+            return await answer_without_tools(run, model, temperature=temperature)
         await run.end_answer()
         return Outcome(ResponseStatus.SUCCESS, sdk_model.finish_reason, sdk_model.model_name)
 
