@@ -223,6 +223,23 @@ class RunResult:
     strategy: str
     grounding: Grounding | None = None
     turn_id: str = ""  # the stored turn; "" when the server keeps no sessions
+    no_answer_reason: str = ""  # NO_ANSWER: why (the model's reason, or the threshold's)
+    downgraded_reason: str = ""  # why ``strategy`` is faster than configured (the deadline)
+    citations: tuple[CitationSpan, ...] = ()  # each cited claim and its passage span
+
+
+@dataclass(frozen=True, slots=True)
+class CitationSpan:
+    """A cited claim: ``answer[start:end]`` rests on ``content[quote_start:quote_end]`` of
+    the source numbered ``source``, with ``support`` 0-1 (ragagent.v1.Citation). Offsets
+    count Unicode code points."""
+
+    start: int
+    end: int
+    source: int
+    quote_start: int
+    quote_end: int
+    support: float
 
 
 @dataclass(frozen=True, slots=True)

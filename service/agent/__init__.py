@@ -8,6 +8,7 @@ and :func:`build_openai_client` for the server wiring.
 from service.agent.events import (
     AgentEvent,
     AnswerDelta,
+    CitationFound,
     Completed,
     Heartbeat,
     RunStarted,
@@ -28,6 +29,7 @@ __all__ = [
     "AgentRequest",
     "AnswerDelta",
     "ChatModel",
+    "CitationFound",
     "Completed",
     "Heartbeat",
     "OpenAIChatModel",

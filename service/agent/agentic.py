@@ -34,9 +34,9 @@ from service.agent.prompts import (
     tool_result,
 )
 from service.agent.retrieve_first import answer_from, run_retrieve_first
-from service.agent.run import Outcome, Run
-from service.agent.tool_turns import tool_turn
-from service.agent.tools import RETRIEVAL_TOOL, format_error, format_sources, parse_call
+from service.agent.run import Outcome, Run, Turn
+from service.agent.tool_turns import AGENT_TOOLS, tool_turn
+from service.agent.tools import format_error, format_sources, parse_call
 from service.domain import ResponseStatus, ToolCallStatus
 from service.errors import DeadlineExceeded
 
@@ -55,7 +55,7 @@ async def run_agentic(
     if not found:
         return await run.no_answer()
 
-    tools = [RETRIEVAL_TOOL]
+    tools = AGENT_TOOLS
     fitted = await fit_for(
         model,
         request.query,
@@ -76,17 +76,13 @@ async def run_agentic(
             final = await turns.stream(
                 messages, temperature=temperature, tools=tools, tool_choice="none", max_tokens=room
             )
-            await run.end_answer()
-            # A model that still asks for tools has its text so far as the answer.
-            reason = "max_tool_rounds" if final.tool_calls else final.finish_reason
-            return Outcome(ResponseStatus.SUCCESS, reason, final.model)
+            return await _last_round(run, model, final, temperature=temperature)
         turn = await tool_turn(run, turns, messages, temperature=temperature, max_tokens=room)
         if turn is None:  # the endpoint has no tool calling
             run.strategy = RETRIEVE_FIRST
             return await answer_from(run, model, found, temperature=temperature)
-        if not turn.tool_calls:
-            await run.end_answer()
-            return Outcome(ResponseStatus.SUCCESS, turn.finish_reason, turn.model)
+        if turn.declined is not None or not turn.tool_calls:
+            return await _answered(run, turn)
         messages.append(
             assistant_tool_calls(turn.text, [(c.id, c.name, c.arguments) for c in turn.tool_calls])
         )
@@ -95,6 +91,33 @@ async def run_agentic(
         results = await _call_tools(run, model, turn.tool_calls, allowance)
         messages.extend(tool_result(c.id, r) for c, r in zip(turn.tool_calls, results, strict=True))
     raise AssertionError("the last round returns")  # pragma: no cover
+
+
+async def _last_round(run: Run, model: ChatModel, final: Turn, *, temperature: float) -> Outcome:
+    """How the last round's turn ends the run."""
+    if final.declined is not None:
+        return await run.declined(final.declined, final.model)
+    if final.tool_calls and not run.answer.strip():
+        return await answer_without_tools(run, model, temperature=temperature)
+    await run.end_answer()
+    # A model that still asks for tools has its text so far as the answer.
+    reason = "max_tool_rounds" if final.tool_calls else final.finish_reason
+    return Outcome(ResponseStatus.SUCCESS, reason, final.model)
+
+
+async def answer_without_tools(run: Run, model: ChatModel, *, temperature: float) -> Outcome:
+    """The answer of a model that still asked for a search after its last round, without a
+    word of answer (SmolLM2 on llama-cpp-python writes the call as text, whatever the
+    tool_choice): one more turn offering no tool, over every passage the run found."""
+    return await answer_from(run, model, run.book.all(), temperature=temperature)
+
+
+async def _answered(run: Run, turn: Turn) -> Outcome:
+    """A turn that ends the run: the model's answer, or its decline."""
+    if turn.declined is not None:
+        return await run.declined(turn.declined, turn.model)
+    await run.end_answer()
+    return Outcome(ResponseStatus.SUCCESS, turn.finish_reason, turn.model)
 
 
 async def _call_tools(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from service.domain import RunResult, Source, ToolCallRecord
+from service.domain import CitationSpan, RunResult, Source, ToolCallRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,14 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class CitationFound:
+    """A cited claim of the answer, sent once the sentence carrying it is complete (its
+    AnswerDelta came before); all of them, in order, are the final ``citations``."""
+
+    citation: CitationSpan
+
+
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     """Sent when the run has been silent for a heartbeat interval; phase: "model" or "tool"."""
 
@@ -102,6 +110,7 @@ AgentEvent = (
     | SourcesFound
     | ToolCallCompleted
     | AnswerDelta
+    | CitationFound
     | Heartbeat
     | Completed
 )

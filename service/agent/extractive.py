@@ -8,7 +8,9 @@ so that answering costs no model call but the question's own, which the embedder
 holds from the search. Chunks stored without them (ingested before, or by an embedder that
 cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
 lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
-lead-in ending with ':' brings along what it introduces. The chosen are quoted in document
+lead-in ending with ':' brings along what it introduces, and a sentence that leans on the
+one before ("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not
+quoted when its chunk does not hold it). The chosen are quoted in document
 order, each paragraph citing its source. Deterministic: the same sources give the same answer.
 """
 
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from service.agent.anaphora import leans_back
+from service.agent.commands import asks_for_command, command_pieces
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
@@ -44,6 +48,8 @@ _DIVERSITY = 0.25
 LEXICAL_WEIGHT = 0.5
 # How many list items or table rows a chosen lead-in (ending with ":") brings along.
 LEAD_IN_ITEMS = 3
+# How many sentences back a chosen one that leans on the one before may bring along.
+ANTECEDENTS = 2
 
 _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
@@ -77,6 +83,8 @@ async def run_extractive(
     candidates = _candidates(sources, pieces, strict=True) or _candidates(
         sources, pieces, strict=False
     )
+    if asks_for_command(request.query):
+        candidates += _commands(sources, pieces, len(candidates))
     if not candidates:
         return await run.no_answer()
     lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
@@ -108,7 +116,8 @@ async def run_extractive(
     picked = _with_continuations([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
-        await run.write(candidate.text)
+        command = candidate.piece.kind == "command"
+        await run.write(f"`{candidate.text}`" if command else candidate.text)
         if following is not None and _unclosed_item(candidate, following):
             await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
@@ -184,6 +193,7 @@ def _with_continuations(
     what it introduces: the next sentence, or up to ``LEAD_IN_ITEMS`` list items or rows."""
     picked = {(c.source.citation, c.position): c for c in chosen}
     for candidate in chosen:
+        _with_antecedents(candidate, pieces[_key(candidate.source)], picked)
         if not candidate.text.endswith(":"):
             continue
         own = pieces[_key(candidate.source)]
@@ -198,6 +208,25 @@ def _with_continuations(
     return [picked[key] for key in sorted(picked)]
 
 
+def _with_antecedents(
+    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
+) -> None:
+    """Adds the sentences a chosen one leans on ("It ...", "Similarly, ..."), up to
+    ``ANTECEDENTS`` back, so that no quote points outside itself."""
+    position, piece = candidate.position, candidate.piece
+    for _ in range(ANTECEDENTS):
+        if not _needs_antecedent(piece) or piece.detached or position == 0:
+            return
+        position -= 1
+        piece = own[position]
+        key = (candidate.source.citation, position)
+        picked.setdefault(key, _Candidate(candidate.source, position, piece))
+
+
+def _needs_antecedent(piece: Piece) -> bool:
+    return piece.kind == "sentence" and leans_back(piece.text)
+
+
 def _key(source: Source) -> str:
     return source.hit.chunk.chunk_id
 
@@ -205,7 +234,7 @@ def _key(source: Source) -> str:
 def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
     """Whether an item or row without closing punctuation has more of its source after it."""
     return (
-        candidate.piece.kind != "sentence"
+        candidate.piece.kind in ("item", "row")
         and following.source.citation == candidate.source.citation
         and not _CLOSED.search(candidate.text)
     )
@@ -221,6 +250,8 @@ def _candidates(
         for position, piece in enumerate(own):
             if piece.text in seen or not _readable(piece, strict=strict):
                 continue
+            if _needs_antecedent(piece) and (position == 0 or piece.detached):
+                continue  # it points outside its chunk: nothing to quote it with
             if piece.text.endswith(":") and (
                 position + 1 == len(own) or own[position + 1].detached
             ):
@@ -229,6 +260,21 @@ def _candidates(
             found.append(_Candidate(source, position, piece, len(own)))
             if len(found) == MAX_CANDIDATES:
                 return found
+    return found
+
+
+def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) -> list[_Candidate]:
+    """The command lines of the sources' code blocks, placed after each chunk's own pieces
+    (positions past them; no stored vectors: embedded now, like any unstored piece)."""
+    found: list[_Candidate] = []
+    seen: set[str] = set()
+    for source in sources:
+        start = len(pieces[_key(source)])
+        for offset, piece in enumerate(command_pieces(source.hit.chunk.text)):
+            if piece.text in seen or have + len(found) >= MAX_CANDIDATES:
+                continue
+            seen.add(piece.text)
+            found.append(_Candidate(source, start + offset, piece, 0))
     return found
 
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from service.agent.agentic import run_agentic
 from service.agent.events import AgentEvent, Completed, Heartbeat, RunStarted
 from service.agent.extractive import run_extractive
+from service.agent.latency import EndpointLatency, fitting
 from service.agent.model import ChatModel
 from service.agent.relay import ENDED, Relay, Signal
 from service.agent.retrieve_first import run_retrieve_first
@@ -46,7 +47,10 @@ from service.errors import (
     RagAgentError,
     ShuttingDown,
 )
+from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, Retriever
+
+log = get_logger("ragagent.agent")
 
 StrategyName = Literal["agentic", "agents_sdk", "retrieve_first", "extractive"]
 
@@ -79,6 +83,10 @@ class Agent:
         """``system_prompt``: the opening of every system prompt (the operator's
         RAGAGENT_SYSTEM_PROMPT_FILE, read by the composition root); None: the built-in one."""
         self._strategy: StrategyName = strategy or settings.effective_strategy
+        # Only a server left to choose (auto) may answer a short deadline with a faster
+        # strategy; an explicit one always runs as configured.
+        self._auto = strategy is None and settings.agent_strategy == "auto"
+        self._latency = EndpointLatency()
         if self._strategy != "extractive" and model is None:
             raise ConfigurationError(f"the {self._strategy} strategy needs a chat model")
         if self._strategy == "extractive" and embedder is None:
@@ -115,16 +123,19 @@ class Agent:
         that final event could be made.
         """
         relay: Relay[AgentEvent | _Failure] = Relay(self._heartbeat_interval)
+        strategy, downgraded = self._strategy_for(request)
         run = Run(
             request,
             retriever=self._retriever,
             threshold=self._threshold if request.threshold is None else request.threshold,
             emit=relay.put,
-            strategy=self._strategy,
+            strategy=strategy,
             answer_mode=(
-                AnswerMode.EXTRACTIVE if self._strategy == "extractive" else AnswerMode.GENERATIVE
+                AnswerMode.EXTRACTIVE if strategy == "extractive" else AnswerMode.GENERATIVE
             ),
             opening=self._opening,
+            latency=self._latency,
+            downgraded_reason=downgraded,
         )
         producer: asyncio.Task[None] | None = None
         active: tuple[Run, asyncio.Task[None]] | None = None
@@ -158,6 +169,23 @@ class Agent:
                 await asyncio.wait({producer})
                 if not producer.cancelled():
                     producer.exception()  # seen through the relay already; mark it retrieved
+
+    def _strategy_for(self, request: AgentRequest) -> tuple[StrategyName, str]:
+        """The strategy this request runs, and why it is not the server's ("": it is)."""
+        if not self._auto or self._model is None or self._strategy == "extractive":
+            return self._strategy, ""
+        name = self._model.configured(model=request.model).name
+        downgrade = fitting(
+            self._strategy,
+            request.deadline.remaining(),
+            self._latency,
+            name,
+            extractive=self._sentence_vectors is not None,
+        )
+        if downgrade is None:
+            return self._strategy, ""
+        log.info("strategy downgraded for the deadline", reason=downgrade.reason)
+        return cast(StrategyName, downgrade.strategy), downgrade.reason
 
     def stop_runs(self) -> int:
         """Stops every run in progress (the server is shutting down): each ends with a final
@@ -218,16 +246,17 @@ class Agent:
         temperature = run.request.temperature
         if temperature is None:
             temperature = self._temperature
-        if self._strategy == "extractive":
-            assert self._sentence_vectors is not None  # checked in __init__
+        strategy = run.strategy  # the server's, or a faster one for the deadline
+        if strategy == "extractive":
+            assert self._sentence_vectors is not None  # checked in __init__ / _strategy_for
             return await run_extractive(
                 run, self._sentence_vectors, sentences=self._sentences, embedded=self._candidates
             )
         assert self._model is not None  # checked in __init__
         model = self._model.configured(model=run.request.model, max_tokens=run.request.max_tokens)
-        if self._strategy == "retrieve_first":
+        if strategy == "retrieve_first":
             return await run_retrieve_first(run, model, temperature=temperature)
-        if self._sdk is not None:
+        if self._sdk is not None and strategy == "agents_sdk":
             return await self._sdk.run(
                 run, model, temperature=temperature, max_tool_rounds=self._max_tool_rounds
             )

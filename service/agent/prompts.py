@@ -49,8 +49,14 @@ _AGENTIC_TOOL = (
     f"then the question. If they answer it, answer from them. If they are not enough, search "
     f"with the {TOOL_NAME} tool, and search again with a different query when what you found "
     "is still not enough."
+    + " If they do not contain the answer (they may name the subject but not the asked fact), "
+    "call the no_answer tool with the reason instead of answering."
 )
-_GROUNDED_ONLY = "Use only the passages in the user's message."
+_GROUNDED_ONLY = (
+    "Use only the passages in the user's message. If they do not contain the answer (they may "
+    "name the subject but not the asked fact), reply with NO_ANSWER: and the reason in one "
+    "sentence, and nothing else."
+)
 
 # The caller's addendum (QuestionRequest.instructions) is untrusted too: it comes after the
 # rules, between markers, subordinate to them, so that it can shape the answer but never

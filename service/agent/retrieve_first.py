@@ -14,6 +14,7 @@ from service.agent.model import ChatModel
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.domain import ResponseStatus, Source
+from service.errors import ModelEmptyAnswer
 
 
 async def run_retrieve_first(run: Run, model: ChatModel, *, temperature: float) -> Outcome:
@@ -41,5 +42,12 @@ async def answer_from(
     turn = await run.turns(model).stream(
         messages, temperature=temperature, max_tokens=fitted.max_tokens
     )
+    if turn.declined is not None:
+        return await run.declined(turn.declined, turn.model)
+    if turn.tool_calls:  # offered none: a call written as text is still no answer
+        raise ModelEmptyAnswer(
+            f"the model wrote a call of the tool {turn.tool_calls[0].name!r} as text instead "
+            "of an answer"
+        )
     await run.end_answer()
     return Outcome(ResponseStatus.SUCCESS, turn.finish_reason, turn.model)

@@ -18,6 +18,7 @@ from typing import Any
 from service.agent.answer import AnswerWriter
 from service.agent.events import AgentEvent
 from service.agent.grounding import check_grounding
+from service.agent.latency import EndpointLatency
 from service.agent.model import ChatModel
 from service.agent.prompts import Prompts
 from service.agent.search import Searcher
@@ -79,6 +80,7 @@ class Outcome:
     status: ResponseStatus
     finish_reason: str
     model: str = ""
+    no_answer_reason: str = ""  # NO_ANSWER: why (the model's words, or the threshold's)
 
 
 class Run:
@@ -94,8 +96,13 @@ class Run:
         strategy: str,
         answer_mode: AnswerMode,
         opening: str | None = None,
+        latency: EndpointLatency | None = None,
+        downgraded_reason: str = "",
     ) -> None:
         self.request = request
+        self.latency = latency
+        # Why the strategy that runs is not the configured one (a deadline too short for it).
+        self.downgraded_reason = downgraded_reason
         # The system prompts: the operator's opening (None: the built-in one), the
         # service's grounding rules, the caller's addendum.
         self.prompts = (
@@ -152,7 +159,7 @@ class Run:
     def turns(self, model: ChatModel) -> ModelTurns:
         """The run's model turns (one object per run, so that usage adds up)."""
         if self._turns is None:
-            self._turns = ModelTurns(model, self.answer_writer, self.deadline)
+            self._turns = ModelTurns(model, self.answer_writer, self.deadline, self.latency)
         self.phase = "model"
         return self._turns
 
@@ -202,8 +209,21 @@ class Run:
         await self.answer_writer.end()
 
     async def no_answer(self) -> Outcome:
+        """Nothing passed the threshold: NO_ANSWER, and the model is not asked."""
         await self.answer_writer.no_answer()
-        return Outcome(ResponseStatus.NO_ANSWER, "no_answer")
+        why = f"no passage scored at least the confidence threshold {self.threshold:g}"
+        return Outcome(ResponseStatus.NO_ANSWER, "no_answer", no_answer_reason=why)
+
+    async def declined(self, reason: str, model: str = "") -> Outcome:
+        """The model said that the passages do not answer the question: NO_ANSWER with its
+        reason, which the answer states too (so the session's turn keeps it)."""
+        await self.answer_writer.declined(reason)
+        return Outcome(
+            ResponseStatus.NO_ANSWER,
+            "no_answer",
+            model,
+            no_answer_reason=reason or "the model found no answer in the passages",
+        )
 
     # --- the result -----------------------------------------------------------------------
     def result(self, outcome: Outcome) -> RunResult:
@@ -230,6 +250,10 @@ class Run:
             answer_mode=self.answer_mode,
             strategy=self.strategy,
             grounding=self._grounding(outcome),
+            no_answer_reason=outcome.no_answer_reason,
+            downgraded_reason=self.downgraded_reason,
+            # Sent as the sentences completed; none for NO_ANSWER, which lists no sources.
+            citations=() if no_answer else tuple(self.answer_writer.spans),
         )
 
     def _grounding(self, outcome: Outcome) -> Grounding | None:

@@ -40,6 +40,10 @@ class SourceBook:
     def __len__(self) -> int:
         return len(self._sources)
 
+    def all(self) -> list[Source]:
+        """Every source of the run so far, by number."""
+        return list(self._sources)
+
     def get(self, number: int) -> Source:
         return self._sources[number - 1]
 

@@ -25,6 +25,7 @@ from contextlib import aclosing
 from typing import Any
 
 from service.agent.capabilities import ToolCalling
+from service.agent.declines import NO_ANSWER_TOOL
 from service.agent.model import ChatModel
 from service.agent.model_errors import EmptyStream
 from service.agent.run import Run
@@ -35,6 +36,10 @@ from service.errors import ModelContextExceeded, ModelRequestRejected
 from service.observability.logging import get_logger
 
 log = get_logger("ragagent.agent")
+
+# What a tool-calling turn offers: the search, and the model's way to say that the documents
+# do not answer the question (see :mod:`declines`).
+AGENT_TOOLS: list[dict[str, Any]] = [RETRIEVAL_TOOL, NO_ANSWER_TOOL]
 
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
 _PROBE_TOKENS = 8
@@ -82,7 +87,7 @@ async def tool_turn(
 ) -> Turn | None:
     """The turn, or None when the endpoint has no tool calling."""
     mode = await tool_calling(turns.model, run.deadline)
-    tools = [RETRIEVAL_TOOL]
+    tools = AGENT_TOOLS
     if mode == "none":
         return None
     if mode == "streamed":
@@ -94,7 +99,7 @@ async def tool_turn(
             max_tokens=max_tokens,
         )
     turn = await turns.decide(messages, temperature=temperature, tools=tools, max_tokens=max_tokens)
-    if not turn.tool_calls:
+    if not turn.tool_calls and turn.declined is None and turn.answered:
         await run.write(turn.text)
     return turn
 

@@ -32,6 +32,7 @@ from service.agent import (
     AgentEvent,
     AgentRequest,
     AnswerDelta,
+    CitationFound,
     Completed,
     Heartbeat,
     RunStarted,
@@ -41,6 +42,7 @@ from service.agent import (
     ToolCallStarted,
 )
 from service.api.convert import (
+    citation_to_proto,
     duration,
     filters_from_proto,
     hit_to_proto,
@@ -293,6 +295,8 @@ def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamRespo
             message.tool_call_completed.CopyFrom(tool_call_to_proto(event.call))
         case AnswerDelta():
             message.answer_delta.text = event.text
+        case CitationFound():
+            message.citation.CopyFrom(citation_to_proto(event.citation))
         case Heartbeat():
             message.heartbeat.CopyFrom(
                 agent_pb2.Heartbeat(elapsed=duration(event.elapsed_s), phase=event.phase)

@@ -10,6 +10,7 @@ from ragagent.v1 import agent_pb2, types_pb2
 
 from service.domain import (
     AnswerMode,
+    CitationSpan,
     Grounding,
     ResponseStatus,
     RunResult,
@@ -123,6 +124,17 @@ def usage_to_proto(usage: Usage) -> types_pb2.Usage:
     )
 
 
+def citation_to_proto(citation: CitationSpan) -> types_pb2.Citation:
+    return types_pb2.Citation(
+        start=citation.start,
+        end=citation.end,
+        source=citation.source,
+        quote_start=citation.quote_start,
+        quote_end=citation.quote_end,
+        support=citation.support,
+    )
+
+
 def grounding_to_proto(grounding: Grounding | None) -> types_pb2.Grounding | None:
     if grounding is None:
         return None
@@ -168,4 +180,7 @@ def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
         strategy=result.strategy,
         grounding=grounding_to_proto(result.grounding),
         turn_id=result.turn_id,
+        no_answer_reason=result.no_answer_reason,
+        downgraded_reason=result.downgraded_reason,
+        citations=[citation_to_proto(c) for c in result.citations],
     )

@@ -12,6 +12,7 @@ import grpc
 from ragagent.v1 import session_pb2, session_pb2_grpc
 
 from service.api.convert import (
+    citation_to_proto,
     source_to_proto,
     timestamp,
     timings_to_proto,
@@ -57,6 +58,7 @@ def turn_to_proto(turn: TurnRecord) -> session_pb2.Turn:
         completed_at=timestamp(turn.completed_at),
         error=turn.error,
         metadata=turn.metadata,
+        citations=[citation_to_proto(c) for c in turn.citations],
     )
 
 

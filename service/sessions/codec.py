@@ -11,6 +11,7 @@ from typing import Any
 
 from service.domain import (
     Chunk,
+    CitationSpan,
     RunResult,
     ScoredChunk,
     Source,
@@ -27,17 +28,49 @@ from service.sessions.sealing import Content
 _CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
 
 
-def sources_to_json(sources: list[Source]) -> list[dict[str, Any]]:
+def sources_to_json(
+    sources: list[Source], citations: tuple[CitationSpan, ...] = ()
+) -> list[dict[str, Any]]:
     # Piece vectors (kilobytes per chunk) serve the extractive ranking only: a turn's record
-    # keeps what was said and cited.
+    # keeps what was said and cited. Each source keeps the citation spans that cite it, with
+    # their place in the answer's list ("spans": [[position, start, end, quote_start,
+    # quote_end, support], ...]), so that no column is needed for them.
+    spans: dict[int, list[list[float]]] = {}
+    for position, c in enumerate(citations):
+        spans.setdefault(c.source, []).append(
+            [position, c.start, c.end, c.quote_start, c.quote_end, c.support]
+        )
     return [
         {
             "chunk": asdict(replace(s.hit.chunk, piece_vectors="")),
             "score": s.hit.score,
             "citation": s.citation,
+            **({"spans": spans[s.citation]} if s.citation in spans else {}),
         }
         for s in sources
     ]
+
+
+def citations_from_json(value: list[dict[str, Any]] | None) -> tuple[CitationSpan, ...]:
+    """The citation spans kept with the sources (see :func:`sources_to_json`), in order."""
+    found: list[tuple[int, CitationSpan]] = []
+    for item in value or []:
+        for span in item.get("spans") or ():
+            position, start, end, quote_start, quote_end, support = span
+            found.append(
+                (
+                    int(position),
+                    CitationSpan(
+                        int(start),
+                        int(end),
+                        int(item["citation"]),
+                        int(quote_start),
+                        int(quote_end),
+                        float(support),
+                    ),
+                )
+            )
+    return tuple(span for _, span in sorted(found, key=lambda pair: pair[0]))
 
 
 def sources_from_json(value: list[dict[str, Any]] | None) -> list[Source]:
@@ -110,7 +143,7 @@ def response_values(
         "session_id": session_id,
         "status": result.status.value,
         "confidence": result.confidence,
-        "sources": sources_to_json(result.sources),
+        "sources": sources_to_json(result.sources, result.citations),
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
         "retrieval_s": result.timings.retrieval_s,

@@ -17,6 +17,7 @@ from service.domain import ConversationTurn
 from service.errors import ConfigurationError
 from service.sessions import schema as t
 from service.sessions.codec import (
+    citations_from_json,
     open_tool_call,
     sources_from_json,
     timings_from_row,
@@ -85,6 +86,7 @@ def turn_records(connection: Connection, session_id: str) -> list[TurnRecord]:
         if response is not None:
             extra = {
                 "sources": sources_from_json(response.sources),
+                "citations": citations_from_json(response.sources),
                 "confidence": response.confidence,
                 "usage": usage_from_row(response),
                 "timings": timings_from_row(response),

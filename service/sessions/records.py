@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from service.domain import ConversationTurn, ResponseStatus, Source, Timings, ToolCallRecord, Usage
+from service.domain import (
+    CitationSpan,
+    ConversationTurn,
+    ResponseStatus,
+    Source,
+    Timings,
+    ToolCallRecord,
+    Usage,
+)
 
 MAX_MESSAGE_CHARS = 10_000
 """Longest text kept of one message (question, answer, error); longer is cut with a marker."""
@@ -79,6 +87,7 @@ class TurnRecord:
     usage: Usage = field(default_factory=Usage)
     timings: Timings | None = None
     """None when the run did not complete (no response was recorded)."""
+    citations: tuple[CitationSpan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from service.agent import (
     AgentEvent,
     AgentRequest,
     AnswerDelta,
+    CitationFound,
     Completed,
     Heartbeat,
     OpenAIChatModel,
@@ -30,6 +31,7 @@ from service.domain import (
     Chunk,
     Deadline,
     ResponseStatus,
+    RunResult,
     ScoredChunk,
     SearchFilters,
     ToolCallRecord,
@@ -139,7 +141,11 @@ async def collect(events: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
 
 
 def kinds(
-    events: Sequence[AgentEvent], *, heartbeats: bool = False, pending: bool = False
+    events: Sequence[AgentEvent],
+    *,
+    heartbeats: bool = False,
+    pending: bool = False,
+    citations: bool = False,
 ) -> list[str]:
     """The event kinds in order; heartbeats and ToolCallPending only when asked for
     (:func:`check_events` holds every call to PENDING, then EXECUTING, then its end)."""
@@ -148,6 +154,7 @@ def kinds(
         for e in events
         if (heartbeats or not isinstance(e, Heartbeat))
         and (pending or not isinstance(e, ToolCallPending))
+        and (citations or not isinstance(e, CitationFound))
     ]
 
 
@@ -194,6 +201,7 @@ _PHASE = {
     SourcesFound: 1,
     ToolCallCompleted: 1,
     AnswerDelta: 2,
+    CitationFound: 2,
     Completed: 3,
 }
 
@@ -222,6 +230,7 @@ def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = Fals
     pending: set[str] = set()
     started: list[str] = []
     ended: dict[str, ToolCallRecord] = {}
+    written = 0  # answer characters streamed so far
     for position, event in enumerate(seen):
         kind = _PHASE[type(event)]
         if text_before_tools and phase == 2 and kind == 1:
@@ -255,11 +264,33 @@ def check_events(events: Sequence[AgentEvent], *, text_before_tools: bool = Fals
             case AnswerDelta(text=text):
                 assert text, f"event {position}: an empty AnswerDelta"
                 assert not running, f"event {position}: answer text while {running} run"
+                written += len(text)
+            case CitationFound(citation=citation):
+                assert citation.end <= written, f"event {position}: a claim not yet written"
     assert not running, f"calls never completed: {sorted(running)}"
     assert not pending, f"calls never started: {sorted(pending)}"
     assert answer_text(events) == result.answer
+    streamed = [e.citation for e in events if isinstance(e, CitationFound)]
+    if result.status is not ResponseStatus.NO_ANSWER:
+        assert tuple(streamed) == result.citations, "citation events differ from the final list"
+    check_citations(result)
     assert [c.id for c in result.tool_calls] == started, "tool_calls in start order"
     assert result.tool_calls == [ended[c] for c in started]
+
+
+def check_citations(result: RunResult) -> None:
+    """Every span lies inside the answer, names a listed source, and its quote lies inside
+    that source's text; support is 0-1."""
+    texts = {s.citation: s.hit.chunk.text for s in result.sources if s.citation}
+    for c in result.citations:
+        assert 0 <= c.start < c.end <= len(result.answer), c
+        assert c.source in texts, f"{c}: no listed source {c.source}"
+        assert 0 <= c.quote_start <= c.quote_end <= len(texts[c.source]), c
+        assert 0.0 <= c.support <= 1.0, c
+        assert (
+            f"[{c.source}" in result.answer[c.start : c.end]
+            or f", {c.source}" in (result.answer[c.start : c.end])
+        ), f"{c}: the claim does not cite its source"
 
 
 def server_calls(events: Sequence[AgentEvent]) -> list[ToolCallRecord]:

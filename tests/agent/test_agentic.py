@@ -17,6 +17,7 @@ from service.agent import (
     ToolCallCompleted,
     ToolCallStarted,
 )
+from service.agent.tool_turns import AGENT_TOOLS
 from service.agent.tools import RETRIEVAL_TOOL, format_sources
 from service.domain import (
     AnswerMode,
@@ -155,7 +156,7 @@ async def test_what_the_model_is_sent(
     assert first.body["stream"] is True
     assert first.body["stream_options"] == {"include_usage": True}
     assert first.body["temperature"] == 0.7
-    assert first.body["tools"] == [RETRIEVAL_TOOL]
+    assert first.body["tools"] == AGENT_TOOLS
     assert first.body["tool_choice"] == "auto", "sent explicitly: llama.cpp needs it"
     assert [m["role"] for m in first.messages] == ["system", "user"]
     system = first.messages[0]["content"]
@@ -333,7 +334,7 @@ async def test_a_direct_answer_cites_the_first_searchs_sources(
     ]
     # The model read the numbered sources in its very first request, with the tool offered.
     [sent] = fake_openai.chat_requests
-    assert sent.body["tools"] == [RETRIEVAL_TOOL]
+    assert sent.body["tools"] == AGENT_TOOLS
     user = sent.messages[-1]
     assert user["role"] == "user"
     assert user["content"].startswith(format_sources(completed(events).result.sources))

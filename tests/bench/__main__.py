@@ -24,6 +24,7 @@ from typing import Any
 from service.observability.logging import configure_logging
 from tests.bench import (
     bench_access,
+    bench_citations,
     bench_extractive,
     bench_http,
     bench_ingest,
@@ -46,6 +47,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "extractive": lambda args: bench_extractive.main(),
     "http": lambda args: bench_http.main(full=args.full),
     "access": lambda args: bench_access.main(full=args.full),
+    "citations": lambda args: bench_citations.main(),
 }
 
 

@@ -36,6 +36,7 @@ DOCUMENTED_EVENTS = frozenset(
         "sources_found",
         "tool_call_completed",
         "answer_delta",
+        "citation",
         "heartbeat",
         "completed",
     }
@@ -50,6 +51,7 @@ _PHASE = {
     # A model may write text before asking for a tool in the same turn; that text streams as
     # it comes, so deltas and later tool calls interleave (never while a call runs).
     "answer_delta": 1,
+    "citation": 1,
     "completed": 2,
 }
 
@@ -124,6 +126,8 @@ def check_stream(events: Sequence[agent_pb2.AskStreamResponse]) -> None:
     assert not pending, f"calls never started: {pending}"
     assert not open_calls, f"calls never ended: {open_calls}"
     completed = events[-1].completed
+    streamed = [e.citation for e in events if e.WhichOneof("event") == "citation"]
+    assert streamed == list(completed.citations), "citation events differ from completed.citations"
     assert answer_text(events) == completed.answer, (
         "the answer_delta texts do not add up to completed.answer:\n"
         f"  deltas:    {answer_text(events)!r}\n  completed: {completed.answer!r}"

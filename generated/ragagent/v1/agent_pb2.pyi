@@ -33,7 +33,9 @@ class _ResponseStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Respon
     RESPONSE_STATUS_SUCCESS: _ResponseStatus.ValueType  # 1
     """The answer is complete and grounded in the listed sources."""
     RESPONSE_STATUS_NO_ANSWER: _ResponseStatus.ValueType  # 2
-    """Nothing relevant enough was found; `answer` says so and no model was called."""
+    """Nothing relevant enough was found (`answer` says so and no model was called), or the
+    model said that the passages do not answer the question; `no_answer_reason` says which.
+    """
     RESPONSE_STATUS_ERROR: _ResponseStatus.ValueType  # 3
     """The run failed (the model, the store or the server failed); `answer` holds what was
     produced before. AskStream sends this final message, then ends with the error status;
@@ -60,7 +62,9 @@ RESPONSE_STATUS_UNSPECIFIED: ResponseStatus.ValueType  # 0
 RESPONSE_STATUS_SUCCESS: ResponseStatus.ValueType  # 1
 """The answer is complete and grounded in the listed sources."""
 RESPONSE_STATUS_NO_ANSWER: ResponseStatus.ValueType  # 2
-"""Nothing relevant enough was found; `answer` says so and no model was called."""
+"""Nothing relevant enough was found (`answer` says so and no model was called), or the
+model said that the passages do not answer the question; `no_answer_reason` says which.
+"""
 RESPONSE_STATUS_ERROR: ResponseStatus.ValueType  # 3
 """The run failed (the model, the store or the server failed); `answer` holds what was
 produced before. AskStream sends this final message, then ends with the error status;
@@ -257,6 +261,9 @@ class AgentResponse(_message.Message):
     STRATEGY_FIELD_NUMBER: _builtins.int
     GROUNDING_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
+    NO_ANSWER_REASON_FIELD_NUMBER: _builtins.int
+    DOWNGRADED_REASON_FIELD_NUMBER: _builtins.int
+    CITATIONS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -285,11 +292,26 @@ class AgentResponse(_message.Message):
     strategy: _builtins.str
     """The agent strategy that ran: "agentic", "agents_sdk", "retrieve_first" or "extractive".
     An agentic (or agents_sdk) server whose model endpoint cannot call tools runs, and
-    names, "retrieve_first".
+    names, "retrieve_first"; a call whose deadline is too short for the server's strategy
+    (auto) names the faster one that ran (see `downgraded_reason`).
     """
     turn_id: _builtins.str
     """Id of the turn this run is recorded as, which `SessionService.GetSession` lists in
     `Session.turns` (a UUID). Empty when the server keeps no sessions.
+    """
+    no_answer_reason: _builtins.str
+    """Why the status is NO_ANSWER; empty otherwise. Either the model's own reason (a
+    generative strategy's model said that the passages do not answer the question, with the
+    `no_answer` tool or a "NO_ANSWER:" reply; the answer text states it too, so the
+    session's turn keeps it), or that no passage reached the confidence threshold.
+    """
+    downgraded_reason: _builtins.str
+    """Why `strategy` is not the server's: with RAGAGENT_AGENT_STRATEGY auto, a call whose
+    remaining deadline is shorter than its strategy needs (the endpoint's first-token time,
+    the median of its recent calls, plus a minimal answer, per model turn: two for agentic,
+    one for retrieve_first) runs the fastest strategy that fits (retrieve_first, or
+    extractive with no model call) and says so here, with the figures. Empty when the
+    strategy is the server's; never set when the server's strategy is explicit.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -319,6 +341,13 @@ class AgentResponse(_message.Message):
         NO_ANSWER and for runs that ended without an answer.
         """
 
+    @_builtins.property
+    def citations(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Citation]:
+        """Each cited claim of the answer with the passage text that supports it, in answer order
+        (one per source a sentence cites). The `citation` events of AskStream, in order, are
+        exactly this list. Empty for NO_ANSWER.
+        """
+
     def __init__(
         self,
         *,
@@ -338,10 +367,13 @@ class AgentResponse(_message.Message):
         strategy: _builtins.str = ...,
         grounding: _types_pb2.Grounding | None = ...,
         turn_id: _builtins.str = ...,
+        no_answer_reason: _builtins.str = ...,
+        downgraded_reason: _builtins.str = ...,
+        citations: _abc.Iterable[_types_pb2.Citation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "confidence", b"confidence", "created_at", b"created_at", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "citations", b"citations", "confidence", b"confidence", "created_at", b"created_at", "downgraded_reason", b"downgraded_reason", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -354,7 +386,8 @@ class AskStreamResponse(_message.Message):
     Events come in this order: `run_started`; then, for each retrieval, `tool_call_started`
     with status PENDING (the call was asked for), `tool_call_started` with status EXECUTING
     (it runs), `sources_found` and `tool_call_completed` (COMPLETED, ERROR or TIMEOUT); then
-    `answer_delta` events; then `completed`. When the model asks for several calls in one
+    `answer_delta` events, each `citation` after the delta that completed its sentence; then
+    `completed`. When the model asks for several calls in one
     turn, each is reported PENDING before any of them executes.
     Every retrieval is reported as a `qdrant_retrieval` tool call, including those a strategy
     runs on its own (retrieve_first, extractive, and the agentic strategy's first search), so
@@ -375,6 +408,7 @@ class AskStreamResponse(_message.Message):
     ANSWER_DELTA_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     COMPLETED_FIELD_NUMBER: _builtins.int
+    CITATION_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
     """Position of this event in the stream, starting at 1 and increasing by 1."""
     @_builtins.property
@@ -414,6 +448,13 @@ class AskStreamResponse(_message.Message):
         session, rate limits) ends with its error status and no message.
         """
 
+    @_builtins.property
+    def citation(self) -> _types_pb2.Citation:
+        """A cited claim of the answer, sent as soon as the sentence carrying it is complete
+        (after the `answer_delta` that completed it); all of them, in order, equal
+        `completed.citations`.
+        """
+
     def __init__(
         self,
         *,
@@ -425,12 +466,13 @@ class AskStreamResponse(_message.Message):
         answer_delta: Global___AnswerDelta | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
         completed: Global___AgentResponse | None = ...,
+        citation: _types_pb2.Citation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_delta", b"answer_delta", "completed", b"completed", "event", b"event", "heartbeat", b"heartbeat", "run_started", b"run_started", "sources_found", b"sources_found", "tool_call_completed", b"tool_call_completed", "tool_call_started", b"tool_call_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_delta", b"answer_delta", "citation", b"citation", "completed", b"completed", "event", b"event", "heartbeat", b"heartbeat", "run_started", b"run_started", "sources_found", b"sources_found", "tool_call_completed", b"tool_call_completed", "tool_call_started", b"tool_call_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_delta", b"answer_delta", "completed", b"completed", "event", b"event", "heartbeat", b"heartbeat", "run_started", b"run_started", "sequence", b"sequence", "sources_found", b"sources_found", "tool_call_completed", b"tool_call_completed", "tool_call_started", b"tool_call_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_delta", b"answer_delta", "citation", b"citation", "completed", b"completed", "event", b"event", "heartbeat", b"heartbeat", "run_started", b"run_started", "sequence", b"sequence", "sources_found", b"sources_found", "tool_call_completed", b"tool_call_completed", "tool_call_started", b"tool_call_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "tool_call_started", "sources_found", "tool_call_completed", "answer_delta", "heartbeat", "completed"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["run_started", "tool_call_started", "sources_found", "tool_call_completed", "answer_delta", "heartbeat", "completed", "citation"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from ragagent.v1 import types_pb2 as ragagent_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19ragagent/v1/session.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17ragagent/v1/types.proto\"\x81\x04\n\x04Turn\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x04 \x01(\t\x12&\n\x06status\x18\x05 \x01(\x0e\x32\x16.ragagent.v1.RunStatus\x12(\n\x07sources\x18\x06 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12-\n\ntool_calls\x18\x07 \x03(\x0b\x32\x19.ragagent.v1.ToolCallInfo\x12\x12\n\nconfidence\x18\x08 \x01(\x02\x12!\n\x05usage\x18\t \x01(\x0b\x32\x12.ragagent.v1.Usage\x12%\n\x07timings\x18\n \x01(\x0b\x32\x14.ragagent.v1.Timings\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x31\n\x08metadata\x18\x0e \x03(\x0b\x32\x1f.ragagent.v1.Turn.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x95\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06status\x18\x02 \x01(\x0e\x32\x1a.ragagent.v1.SessionStatus\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_accessed_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nturn_count\x18\x06 \x01(\x05\x12 \n\x05turns\x18\x07 \x03(\x0b\x32\x11.ragagent.v1.Turn\"1\n\x11GetSessionRequest\x12\x1c\n\nsession_id\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\xb0\x01\x01\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.ragagent.v1.Session\"Q\n\x13ListSessionsRequest\x12\x1c\n\tpage_size\x18\x01 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\x64(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragagent.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n\x14\x44\x65leteSessionRequest\x12\x1c\n\nsession_id\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\xb0\x01\x01\"\x17\n\x15\x44\x65leteSessionResponse*~\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATUS_NEW\x10\x01\x12\x19\n\x15SESSION_STATUS_ACTIVE\x10\x02\x12\x1a\n\x16SESSION_STATUS_EXPIRED\x10\x03*\xa0\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATUS_ACTIVE\x10\x01\x12\x18\n\x14RUN_STATUS_COMPLETED\x10\x02\x12\x14\n\x10RUN_STATUS_ERROR\x10\x03\x12\x16\n\x12RUN_STATUS_TIMEOUT\x10\x04\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x05\x32\x8c\x02\n\x0eSessionService\x12M\n\nGetSession\x12\x1e.ragagent.v1.GetSessionRequest\x1a\x1f.ragagent.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .ragagent.v1.ListSessionsRequest\x1a!.ragagent.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.ragagent.v1.DeleteSessionRequest\x1a\".ragagent.v1.DeleteSessionResponseB]\n\x0f\x64\x65v.ragagent.v1B\x0cSessionProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19ragagent/v1/session.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17ragagent/v1/types.proto\"\xab\x04\n\x04Turn\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x04 \x01(\t\x12&\n\x06status\x18\x05 \x01(\x0e\x32\x16.ragagent.v1.RunStatus\x12(\n\x07sources\x18\x06 \x03(\x0b\x32\x17.ragagent.v1.SourceInfo\x12-\n\ntool_calls\x18\x07 \x03(\x0b\x32\x19.ragagent.v1.ToolCallInfo\x12\x12\n\nconfidence\x18\x08 \x01(\x02\x12!\n\x05usage\x18\t \x01(\x0b\x32\x12.ragagent.v1.Usage\x12%\n\x07timings\x18\n \x01(\x0b\x32\x14.ragagent.v1.Timings\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x31\n\x08metadata\x18\x0e \x03(\x0b\x32\x1f.ragagent.v1.Turn.MetadataEntry\x12(\n\tcitations\x18\x0f \x03(\x0b\x32\x15.ragagent.v1.Citation\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x95\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06status\x18\x02 \x01(\x0e\x32\x1a.ragagent.v1.SessionStatus\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_accessed_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nturn_count\x18\x06 \x01(\x05\x12 \n\x05turns\x18\x07 \x03(\x0b\x32\x11.ragagent.v1.Turn\"1\n\x11GetSessionRequest\x12\x1c\n\nsession_id\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\xb0\x01\x01\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.ragagent.v1.Session\"Q\n\x13ListSessionsRequest\x12\x1c\n\tpage_size\x18\x01 \x01(\x05\x42\t\xbaH\x06\x1a\x04\x18\x64(\x00\x12\x1c\n\npage_token\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragagent.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n\x14\x44\x65leteSessionRequest\x12\x1c\n\nsession_id\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\xb0\x01\x01\"\x17\n\x15\x44\x65leteSessionResponse*~\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATUS_NEW\x10\x01\x12\x19\n\x15SESSION_STATUS_ACTIVE\x10\x02\x12\x1a\n\x16SESSION_STATUS_EXPIRED\x10\x03*\xa0\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATUS_ACTIVE\x10\x01\x12\x18\n\x14RUN_STATUS_COMPLETED\x10\x02\x12\x14\n\x10RUN_STATUS_ERROR\x10\x03\x12\x16\n\x12RUN_STATUS_TIMEOUT\x10\x04\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x05\x32\x8c\x02\n\x0eSessionService\x12M\n\nGetSession\x12\x1e.ragagent.v1.GetSessionRequest\x1a\x1f.ragagent.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .ragagent.v1.ListSessionsRequest\x1a!.ragagent.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.ragagent.v1.DeleteSessionRequest\x1a\".ragagent.v1.DeleteSessionResponseB]\n\x0f\x64\x65v.ragagent.v1B\x0cSessionProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,28 +45,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTSESSIONSREQUEST'].fields_by_name['page_token']._serialized_options = b'\272H\005r\003\030\200\020'
   _globals['_DELETESESSIONREQUEST'].fields_by_name['session_id']._loaded_options = None
   _globals['_DELETESESSIONREQUEST'].fields_by_name['session_id']._serialized_options = b'\272H\005r\003\260\001\001'
-  _globals['_SESSIONSTATUS']._serialized_start=1288
-  _globals['_SESSIONSTATUS']._serialized_end=1414
-  _globals['_RUNSTATUS']._serialized_start=1417
-  _globals['_RUNSTATUS']._serialized_end=1577
+  _globals['_SESSIONSTATUS']._serialized_start=1330
+  _globals['_SESSIONSTATUS']._serialized_end=1456
+  _globals['_RUNSTATUS']._serialized_start=1459
+  _globals['_RUNSTATUS']._serialized_end=1619
   _globals['_TURN']._serialized_start=130
-  _globals['_TURN']._serialized_end=643
-  _globals['_TURN_METADATAENTRY']._serialized_start=596
-  _globals['_TURN_METADATAENTRY']._serialized_end=643
-  _globals['_SESSION']._serialized_start=646
-  _globals['_SESSION']._serialized_end=923
-  _globals['_GETSESSIONREQUEST']._serialized_start=925
-  _globals['_GETSESSIONREQUEST']._serialized_end=974
-  _globals['_GETSESSIONRESPONSE']._serialized_start=976
-  _globals['_GETSESSIONRESPONSE']._serialized_end=1035
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1037
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1118
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1120
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1207
-  _globals['_DELETESESSIONREQUEST']._serialized_start=1209
-  _globals['_DELETESESSIONREQUEST']._serialized_end=1261
-  _globals['_DELETESESSIONRESPONSE']._serialized_start=1263
-  _globals['_DELETESESSIONRESPONSE']._serialized_end=1286
-  _globals['_SESSIONSERVICE']._serialized_start=1580
-  _globals['_SESSIONSERVICE']._serialized_end=1848
+  _globals['_TURN']._serialized_end=685
+  _globals['_TURN_METADATAENTRY']._serialized_start=638
+  _globals['_TURN_METADATAENTRY']._serialized_end=685
+  _globals['_SESSION']._serialized_start=688
+  _globals['_SESSION']._serialized_end=965
+  _globals['_GETSESSIONREQUEST']._serialized_start=967
+  _globals['_GETSESSIONREQUEST']._serialized_end=1016
+  _globals['_GETSESSIONRESPONSE']._serialized_start=1018
+  _globals['_GETSESSIONRESPONSE']._serialized_end=1077
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1079
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1160
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1162
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1249
+  _globals['_DELETESESSIONREQUEST']._serialized_start=1251
+  _globals['_DELETESESSIONREQUEST']._serialized_end=1303
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=1305
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=1328
+  _globals['_SESSIONSERVICE']._serialized_start=1622
+  _globals['_SESSIONSERVICE']._serialized_end=1890
 # @@protoc_insertion_point(module_scope)

@@ -125,6 +125,7 @@ class Turn(_message.Message):
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    CITATIONS_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """Id of the turn (a UUID)."""
     request_id: _builtins.str
@@ -175,6 +176,10 @@ class Turn(_message.Message):
         when the server encrypts conversations, left out when it records no text).
         """
 
+    @_builtins.property
+    def citations(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Citation]:
+        """The cited claims of the answer, as in `AgentResponse.citations` (stored with the turn)."""
+
     def __init__(
         self,
         *,
@@ -192,10 +197,11 @@ class Turn(_message.Message):
         completed_at: _timestamp_pb2.Timestamp | None = ...,
         error: _builtins.str = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        citations: _abc.Iterable[_types_pb2.Citation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "created_at", b"created_at", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "completed_at", b"completed_at", "confidence", b"confidence", "created_at", b"created_at", "error", b"error", "metadata", b"metadata", "question", b"question", "request_id", b"request_id", "sources", b"sources", "status", b"status", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "citations", b"citations", "completed_at", b"completed_at", "confidence", b"confidence", "created_at", b"created_at", "error", b"error", "metadata", b"metadata", "question", b"question", "request_id", b"request_id", "sources", b"sources", "status", b"status", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

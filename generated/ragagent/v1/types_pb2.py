@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragagent/v1/types.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n\rSearchFilters\x12\x18\n\x06module\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\x18\xc8\x01\x12\x19\n\x07\x63hapter\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\xc8\x01\x12\x1c\n\nurl_prefix\x18\x03 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xe5\x01\n\nSourceInfo\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0e\n\x06module\x18\x05 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x06 \x01(\t\x12\x0f\n\x07section\x18\x07 \x01(\t\x12\x0f\n\x07heading\x18\x08 \x01(\t\x12\x10\n\x08position\x18\t \x01(\x05\x12\x0f\n\x07\x63ontent\x18\n \x01(\t\x12\r\n\x05score\x18\x0b \x01(\x02\x12\x10\n\x08\x63itation\x18\x0c \x01(\x05\x12\r\n\x05\x63ited\x18\r \x01(\x08\"\xc3\x02\n\x0cToolCallInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06result\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x06status\x18\x05 \x01(\x0e\x32\x1b.ragagent.v1.ToolCallStatus\x12.\n\nstarted_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12+\n\x06origin\x18\t \x01(\x0e\x32\x1b.ragagent.v1.ToolCallOrigin\"b\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x11\n\testimated\x18\x04 \x01(\x08\"V\n\x0fSentenceSupport\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tcitations\x18\x02 \x03(\x05\x12\x0f\n\x07support\x18\x03 \x01(\x02\x12\x11\n\tsupported\x18\x04 \x01(\x08\"l\n\tGrounding\x12\x15\n\rcites_nothing\x18\x01 \x01(\x08\x12/\n\tsentences\x18\x02 \x03(\x0b\x32\x1c.ragagent.v1.SentenceSupport\x12\x17\n\x0fsupported_share\x18\x03 \x01(\x02\"\x99\x01\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration*\xca\x01\n\x0eToolCallStatus\x12 \n\x1cTOOL_CALL_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18TOOL_CALL_STATUS_PENDING\x10\x01\x12\x1e\n\x1aTOOL_CALL_STATUS_EXECUTING\x10\x02\x12\x1e\n\x1aTOOL_CALL_STATUS_COMPLETED\x10\x03\x12\x1a\n\x16TOOL_CALL_STATUS_ERROR\x10\x04\x12\x1c\n\x18TOOL_CALL_STATUS_TIMEOUT\x10\x05*l\n\x0eToolCallOrigin\x12 \n\x1cTOOL_CALL_ORIGIN_UNSPECIFIED\x10\x00\x12\x1a\n\x16TOOL_CALL_ORIGIN_MODEL\x10\x01\x12\x1c\n\x18TOOL_CALL_ORIGIN_SERVICE\x10\x02\x42[\n\x0f\x64\x65v.ragagent.v1B\nTypesProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragagent/v1/types.proto\x12\x0bragagent.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n\rSearchFilters\x12\x18\n\x06module\x18\x01 \x01(\tB\x08\xbaH\x05r\x03\x18\xc8\x01\x12\x19\n\x07\x63hapter\x18\x02 \x01(\tB\x08\xbaH\x05r\x03\x18\xc8\x01\x12\x1c\n\nurl_prefix\x18\x03 \x01(\tB\x08\xbaH\x05r\x03\x18\x80\x10\"\xe5\x01\n\nSourceInfo\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0e\n\x06module\x18\x05 \x01(\t\x12\x0f\n\x07\x63hapter\x18\x06 \x01(\t\x12\x0f\n\x07section\x18\x07 \x01(\t\x12\x0f\n\x07heading\x18\x08 \x01(\t\x12\x10\n\x08position\x18\t \x01(\x05\x12\x0f\n\x07\x63ontent\x18\n \x01(\t\x12\r\n\x05score\x18\x0b \x01(\x02\x12\x10\n\x08\x63itation\x18\x0c \x01(\x05\x12\r\n\x05\x63ited\x18\r \x01(\x08\"\xc3\x02\n\x0cToolCallInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06result\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x06status\x18\x05 \x01(\x0e\x32\x1b.ragagent.v1.ToolCallStatus\x12.\n\nstarted_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12+\n\x06origin\x18\t \x01(\x0e\x32\x1b.ragagent.v1.ToolCallOrigin\"b\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x11\n\testimated\x18\x04 \x01(\x08\"o\n\x08\x43itation\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\x12\x0e\n\x06source\x18\x03 \x01(\x05\x12\x13\n\x0bquote_start\x18\x04 \x01(\x05\x12\x11\n\tquote_end\x18\x05 \x01(\x05\x12\x0f\n\x07support\x18\x06 \x01(\x02\"V\n\x0fSentenceSupport\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tcitations\x18\x02 \x03(\x05\x12\x0f\n\x07support\x18\x03 \x01(\x02\x12\x11\n\tsupported\x18\x04 \x01(\x08\"l\n\tGrounding\x12\x15\n\rcites_nothing\x18\x01 \x01(\x08\x12/\n\tsentences\x18\x02 \x03(\x0b\x32\x1c.ragagent.v1.SentenceSupport\x12\x17\n\x0fsupported_share\x18\x03 \x01(\x02\"\x99\x01\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration*\xca\x01\n\x0eToolCallStatus\x12 \n\x1cTOOL_CALL_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18TOOL_CALL_STATUS_PENDING\x10\x01\x12\x1e\n\x1aTOOL_CALL_STATUS_EXECUTING\x10\x02\x12\x1e\n\x1aTOOL_CALL_STATUS_COMPLETED\x10\x03\x12\x1a\n\x16TOOL_CALL_STATUS_ERROR\x10\x04\x12\x1c\n\x18TOOL_CALL_STATUS_TIMEOUT\x10\x05*l\n\x0eToolCallOrigin\x12 \n\x1cTOOL_CALL_ORIGIN_UNSPECIFIED\x10\x00\x12\x1a\n\x16TOOL_CALL_ORIGIN_MODEL\x10\x01\x12\x1c\n\x18TOOL_CALL_ORIGIN_SERVICE\x10\x02\x42[\n\x0f\x64\x65v.ragagent.v1B\nTypesProtoP\x01Z:github.com/ragagent/ragagent/gen/go/ragagent/v1;ragagentv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,10 +42,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHFILTERS'].fields_by_name['chapter']._serialized_options = b'\272H\005r\003\030\310\001'
   _globals['_SEARCHFILTERS'].fields_by_name['url_prefix']._loaded_options = None
   _globals['_SEARCHFILTERS'].fields_by_name['url_prefix']._serialized_options = b'\272H\005r\003\030\200\020'
-  _globals['_TOOLCALLSTATUS']._serialized_start=1277
-  _globals['_TOOLCALLSTATUS']._serialized_end=1479
-  _globals['_TOOLCALLORIGIN']._serialized_start=1481
-  _globals['_TOOLCALLORIGIN']._serialized_end=1589
+  _globals['_TOOLCALLSTATUS']._serialized_start=1390
+  _globals['_TOOLCALLSTATUS']._serialized_end=1592
+  _globals['_TOOLCALLORIGIN']._serialized_start=1594
+  _globals['_TOOLCALLORIGIN']._serialized_end=1702
   _globals['_SEARCHFILTERS']._serialized_start=164
   _globals['_SEARCHFILTERS']._serialized_end=262
   _globals['_SOURCEINFO']._serialized_start=265
@@ -54,10 +54,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOOLCALLINFO']._serialized_end=820
   _globals['_USAGE']._serialized_start=822
   _globals['_USAGE']._serialized_end=920
-  _globals['_SENTENCESUPPORT']._serialized_start=922
-  _globals['_SENTENCESUPPORT']._serialized_end=1008
-  _globals['_GROUNDING']._serialized_start=1010
-  _globals['_GROUNDING']._serialized_end=1118
-  _globals['_TIMINGS']._serialized_start=1121
-  _globals['_TIMINGS']._serialized_end=1274
+  _globals['_CITATION']._serialized_start=922
+  _globals['_CITATION']._serialized_end=1033
+  _globals['_SENTENCESUPPORT']._serialized_start=1035
+  _globals['_SENTENCESUPPORT']._serialized_end=1121
+  _globals['_GROUNDING']._serialized_start=1123
+  _globals['_GROUNDING']._serialized_end=1231
+  _globals['_TIMINGS']._serialized_start=1234
+  _globals['_TIMINGS']._serialized_end=1387
 # @@protoc_insertion_point(module_scope)

@@ -310,6 +310,57 @@ class Usage(_message.Message):
 Global___Usage: _TypeAlias = Usage  # noqa: Y015
 
 @_typing.final
+class Citation(_message.Message):
+    """Citation ties a cited claim of the answer to the passage text that supports it. Offsets
+    count Unicode code points (not bytes, not UTF-16 units), end exclusive, and always lie
+    within their text.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    QUOTE_START_FIELD_NUMBER: _builtins.int
+    QUOTE_END_FIELD_NUMBER: _builtins.int
+    SUPPORT_FIELD_NUMBER: _builtins.int
+    start: _builtins.int
+    """Start of the claim in `AgentResponse.answer`: the sentence carrying the citation."""
+    end: _builtins.int
+    """End of the claim in `AgentResponse.answer` (exclusive)."""
+    source: _builtins.int
+    """The cited source: the `SourceInfo.citation` of one of `AgentResponse.sources`."""
+    quote_start: _builtins.int
+    """Start of the supporting text in that source's `SourceInfo.content`. A claim that quotes
+    its passage (every extractive answer does) spans exactly the quoted text; otherwise the
+    span is the passage sentence sharing most of the claim's content words.
+    """
+    quote_end: _builtins.int
+    """End of the supporting text in `SourceInfo.content` (exclusive)."""
+    support: _builtins.float
+    """How well the quote supports the claim, 0 to 1: 1 for a verbatim quote, else the share
+    of the claim's content words (stop words dropped, crude stems) found in the quote. A
+    lexical check: it catches invented names and numbers, not a reversed meaning.
+    """
+    def __init__(
+        self,
+        *,
+        start: _builtins.int = ...,
+        end: _builtins.int = ...,
+        source: _builtins.int = ...,
+        quote_start: _builtins.int = ...,
+        quote_end: _builtins.int = ...,
+        support: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "quote_end", b"quote_end", "quote_start", b"quote_start", "source", b"source", "start", b"start", "support", b"support"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Citation: _TypeAlias = Citation  # noqa: Y015
+
+@_typing.final
 class SentenceSupport(_message.Message):
     """SentenceSupport is how well the passages an answer sentence cites support it."""
 

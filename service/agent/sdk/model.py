@@ -38,12 +38,12 @@ from openai.types.responses import (
 from service.agent.budget import answer_room, tools_tokens
 from service.agent.prompts import assistant_tool_calls
 from service.agent.run import Run, Turn
-from service.agent.tool_turns import tool_turn
-from service.agent.tools import RETRIEVAL_TOOL, TOOL_NAME, ParsedCall, parse_call
+from service.agent.tool_turns import AGENT_TOOLS, tool_turn
+from service.agent.tools import TOOL_NAME, ParsedCall, parse_call
 from service.agent.turns import ModelTurns
 from service.domain import ToolCallRecord
 
-_TOOLS = [RETRIEVAL_TOOL]
+_TOOLS = AGENT_TOOLS
 
 
 @dataclass(slots=True)
@@ -78,6 +78,9 @@ class RunModel(Model):
         self.turns_taken = 0
         self.finish_reason = ""
         self.model_name = ""
+        # The model's reason when it said that the passages do not answer the question
+        # (the no_answer tool or reply): the SDK sees a final turn, the run ends NO_ANSWER.
+        self.declined: str | None = None
 
     async def get_response(  # noqa: PLR0917 (the SDK's signature)
         self,
@@ -162,6 +165,8 @@ class RunModel(Model):
             )
             if turn is None:  # the strategy learned the mode before it started the SDK
                 raise AssertionError("the endpoint has no tool calling")
+        if turn.declined is not None:
+            self.declined = turn.declined
         if not turn.tool_calls and self.finish_reason != "max_tool_rounds":
             self.finish_reason = turn.finish_reason
         self.model_name = turn.model

@@ -37,13 +37,14 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
+from service.agent.agentic import answer_without_tools
 from service.agent.budget import fit_for, fit_passages
 from service.agent.model import ChatModel
 from service.agent.prompts import Message, retrieval_query
 from service.agent.retrieve_first import answer_from
 from service.agent.run import Outcome, Run
 from service.agent.sdk.model import RunModel, ToolBudget
-from service.agent.tool_turns import tool_calling
+from service.agent.tool_turns import AGENT_TOOLS, tool_calling
 from service.agent.tools import (
     RETRIEVAL_TOOL,
     TOOL_NAME,
@@ -83,7 +84,7 @@ class AgentsSdkStrategy:
             history=request.history,
             sources=found,
             build=run.prompts.agentic,  # the operator's opening, the caller's addendum
-            tools=[RETRIEVAL_TOOL],
+            tools=AGENT_TOOLS,
         )
         instructions, opening = _split(
             run.prompts.agentic(request.query, fitted.history, fitted.sources)
@@ -135,6 +136,10 @@ class AgentsSdkStrategy:
             if task is not None and not task.done():
                 result.cancel()
                 await asyncio.wait({task})
+        if sdk_model.declined is not None:
+            return await run.declined(sdk_model.declined, sdk_model.model_name)
+        if sdk_model.finish_reason == "max_tool_rounds" and not run.answer.strip():
+            return await answer_without_tools(run, model, temperature=temperature)
         await run.end_answer()
         return Outcome(ResponseStatus.SUCCESS, sdk_model.finish_reason, sdk_model.model_name)
 

@@ -1,0 +1,64 @@
+"""Commands from code blocks are quotable when the question asks for one (issue 27)."""
+
+from __future__ import annotations
+
+from service.agent.commands import asks_for_command, command_pieces
+from service.domain import ResponseStatus
+from service.retrieval.base import Embedder
+from tests.agent.support import FakeRetriever, chunk, collect, completed, make_agent, request
+from tests.agent.test_extractive import embedder as extractive_embedder
+
+embedder = extractive_embedder  # the module-scoped fixture, under its own name
+
+PAGE = """Building a workspace compiles every package in its src folder.
+
+```bash
+# build everything
+colcon build --symlink-install
+source install/setup.bash
+```
+
+The build writes its results next to the sources.
+
+```python
+import rclpy
+```
+
+```
+$ ros2 run turtlesim turtlesim_node
+Starting turtlesim...
+```
+"""
+
+
+def test_command_lines_are_read_from_shell_blocks_and_prompts_only() -> None:
+    assert [p.text for p in command_pieces(PAGE)] == [
+        "colcon build --symlink-install",
+        "source install/setup.bash",
+        "ros2 run turtlesim turtlesim_node",
+    ]
+    assert all(p.kind == "command" for p in command_pieces(PAGE))
+
+
+def test_a_question_asks_for_a_command_by_its_verbs() -> None:
+    assert asks_for_command("Which command builds the workspace?")
+    assert asks_for_command("How do I launch the simulator?")
+    assert not asks_for_command("What is a ROS 2 topic?")
+
+
+async def test_an_extractive_answer_quotes_the_command_asked_for(embedder: Embedder) -> None:
+    question = "Which command builds a colcon workspace with symlink install?"
+    retriever = FakeRetriever()
+    retriever.add(question, (chunk("build", PAGE, title="Workspaces"), 0.8))
+    agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
+    result = completed(await collect(agent.run(request(question)))).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert "`colcon build --symlink-install`" in result.answer
+    [span] = [c for c in result.citations if "colcon" in result.answer[c.start : c.end]]
+    assert PAGE[span.quote_start : span.quote_end].startswith("colcon build --symlink-install")
+    assert span.support == 1.0  # quoted verbatim from the code block
+
+    plain = "What does building a workspace compile?"
+    retriever.add(plain, (chunk("build", PAGE, title="Workspaces"), 0.8))
+    answer = completed(await collect(agent.run(request(plain)))).result.answer
+    assert "`" not in answer, "no command quoted when none is asked for"
