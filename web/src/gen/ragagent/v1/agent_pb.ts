@@ -7,7 +7,7 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf
 import { file_buf_validate_validate } from "../../buf/validate/validate_pb";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Grounding, SearchFilters, SourceInfo, Timings, ToolCallInfo, Usage } from "./types_pb";
+import type { Citation, Grounding, SearchFilters, SourceInfo, Timings, ToolCallInfo, Usage } from "./types_pb";
 import { file_ragagent_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragagent/v1/agent.proto.
  */
 export const file_ragagent_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYWdhZ2VudC92MS9hZ2VudC5wcm90bxILcmFnYWdlbnQudjEi7wUKD1F1ZXN0aW9uUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgKKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESHwoKc2Vzc2lvbl9pZBgEIAEoCUILukgIcgOwAQHYAQESKQoLdGVtcGVyYXR1cmUYBSABKAJCD7pIDAoKHQAAAEAtAAAAAEgCiAEBEisKB2ZpbHRlcnMYBiABKAsyGi5yYWdhZ2VudC52MS5TZWFyY2hGaWx0ZXJzEmgKCG1ldGFkYXRhGAcgAygLMioucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnlCKrpIJ5oBJBAQIhlyFxABGEAyEV5bQS1aYS16MC05Xy4tXSskKgVyAxiAAhIfCgpyZXF1ZXN0X2lkGAggASgJQgu6SAhyA7ABAdgBARIXCgVtb2RlbBgJIAEoCUIIukgFcgMYgAISIwoKbWF4X3Rva2VucxgKIAEoBUIKukgHGgUYgEAoAUgDiAEBEh4KDGluc3RydWN0aW9ucxgLIAEoCUIIukgFcgMY0A8aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg4KDF9tYXhfcmVzdWx0c0IXChVfY29uZmlkZW5jZV90aHJlc2hvbGRCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIv0DCg1BZ2VudFJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZhbnN3ZXIYAyABKAkSKAoHc291cmNlcxgEIAMoCzIXLnJhZ2FnZW50LnYxLlNvdXJjZUluZm8SEgoKY29uZmlkZW5jZRgFIAEoAhItCgp0b29sX2NhbGxzGAYgAygLMhkucmFnYWdlbnQudjEuVG9vbENhbGxJbmZvEisKBnN0YXR1cxgHIAEoDjIbLnJhZ2FnZW50LnYxLlJlc3BvbnNlU3RhdHVzEhUKDWZpbmlzaF9yZWFzb24YCCABKAkSIQoFdXNhZ2UYCSABKAsyEi5yYWdhZ2VudC52MS5Vc2FnZRIlCgd0aW1pbmdzGAogASgLMhQucmFnYWdlbnQudjEuVGltaW5ncxINCgVtb2RlbBgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgthbnN3ZXJfbW9kZRgNIAEoDjIXLnJhZ2FnZW50LnYxLkFuc3dlck1vZGUSEAoIc3RyYXRlZ3kYDiABKAkSKQoJZ3JvdW5kaW5nGA8gASgLMhYucmFnYWdlbnQudjEuR3JvdW5kaW5nEg8KB3R1cm5faWQYECABKAkilAMKEUFza1N0cmVhbVJlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgEEi4KC3J1bl9zdGFydGVkGAIgASgLMhcucmFnYWdlbnQudjEuUnVuU3RhcnRlZEgAEjYKEXRvb2xfY2FsbF9zdGFydGVkGAMgASgLMhkucmFnYWdlbnQudjEuVG9vbENhbGxJbmZvSAASMgoNc291cmNlc19mb3VuZBgEIAEoCzIZLnJhZ2FnZW50LnYxLlNvdXJjZXNGb3VuZEgAEjgKE3Rvb2xfY2FsbF9jb21wbGV0ZWQYBSABKAsyGS5yYWdhZ2VudC52MS5Ub29sQ2FsbEluZm9IABIwCgxhbnN3ZXJfZGVsdGEYBiABKAsyGC5yYWdhZ2VudC52MS5BbnN3ZXJEZWx0YUgAEisKCWhlYXJ0YmVhdBgHIAEoCzIWLnJhZ2FnZW50LnYxLkhlYXJ0YmVhdEgAEi8KCWNvbXBsZXRlZBgIIAEoCzIaLnJhZ2FnZW50LnYxLkFnZW50UmVzcG9uc2VIAEIHCgVldmVudCJkCgpSdW5TdGFydGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJOCgxTb3VyY2VzRm91bmQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEigKB3NvdXJjZXMYAiADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvIhsKC0Fuc3dlckRlbHRhEgwKBHRleHQYASABKAkiRgoJSGVhcnRiZWF0EioKB2VsYXBzZWQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFcGhhc2UYAiABKAki6gIKD1JldHJpZXZlUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgUKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESKwoHZmlsdGVycxgEIAEoCzIaLnJhZ2FnZW50LnYxLlNlYXJjaEZpbHRlcnNCDgoMX21heF9yZXN1bHRzQhcKFV9jb25maWRlbmNlX3RocmVzaG9sZCJ+ChBSZXRyaWV2ZVJlc3BvbnNlEigKB3NvdXJjZXMYASADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvEicKBHRvb2sYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPZW1iZWRkaW5nX21vZGVsGAMgASgJKsQBCg5SZXNwb25zZVN0YXR1cxIfChtSRVNQT05TRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNQT05TRV9TVEFUVVNfU1VDQ0VTUxABEh0KGVJFU1BPTlNFX1NUQVRVU19OT19BTlNXRVIQAhIZChVSRVNQT05TRV9TVEFUVVNfRVJST1IQAxIbChdSRVNQT05TRV9TVEFUVVNfVElNRU9VVBAEEh0KGVJFU1BPTlNFX1NUQVRVU19DQU5DRUxMRUQQBSphCgpBbnN3ZXJNb2RlEhsKF0FOU1dFUl9NT0RFX1VOU1BFQ0lGSUVEEAASGgoWQU5TV0VSX01PREVfR0VORVJBVElWRRABEhoKFkFOU1dFUl9NT0RFX0VYVFJBQ1RJVkUQAjLlAQoMQWdlbnRTZXJ2aWNlEj8KA0FzaxIcLnJhZ2FnZW50LnYxLlF1ZXN0aW9uUmVxdWVzdBoaLnJhZ2FnZW50LnYxLkFnZW50UmVzcG9uc2USSwoJQXNrU3RyZWFtEhwucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Gh4ucmFnYWdlbnQudjEuQXNrU3RyZWFtUmVzcG9uc2UwARJHCghSZXRyaWV2ZRIcLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVxdWVzdBodLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVzcG9uc2VCWwoPZGV2LnJhZ2FnZW50LnYxQgpBZ2VudFByb3RvUAFaOmdpdGh1Yi5jb20vcmFnYWdlbnQvcmFnYWdlbnQvZ2VuL2dvL3JhZ2FnZW50L3YxO3JhZ2FnZW50djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_ragagent_v1_types]);
+  fileDesc("ChdyYWdhZ2VudC92MS9hZ2VudC5wcm90bxILcmFnYWdlbnQudjEi7wUKD1F1ZXN0aW9uUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgKKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESHwoKc2Vzc2lvbl9pZBgEIAEoCUILukgIcgOwAQHYAQESKQoLdGVtcGVyYXR1cmUYBSABKAJCD7pIDAoKHQAAAEAtAAAAAEgCiAEBEisKB2ZpbHRlcnMYBiABKAsyGi5yYWdhZ2VudC52MS5TZWFyY2hGaWx0ZXJzEmgKCG1ldGFkYXRhGAcgAygLMioucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnlCKrpIJ5oBJBAQIhlyFxABGEAyEV5bQS1aYS16MC05Xy4tXSskKgVyAxiAAhIfCgpyZXF1ZXN0X2lkGAggASgJQgu6SAhyA7ABAdgBARIXCgVtb2RlbBgJIAEoCUIIukgFcgMYgAISIwoKbWF4X3Rva2VucxgKIAEoBUIKukgHGgUYgEAoAUgDiAEBEh4KDGluc3RydWN0aW9ucxgLIAEoCUIIukgFcgMY0A8aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg4KDF9tYXhfcmVzdWx0c0IXChVfY29uZmlkZW5jZV90aHJlc2hvbGRCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zItwECg1BZ2VudFJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZhbnN3ZXIYAyABKAkSKAoHc291cmNlcxgEIAMoCzIXLnJhZ2FnZW50LnYxLlNvdXJjZUluZm8SEgoKY29uZmlkZW5jZRgFIAEoAhItCgp0b29sX2NhbGxzGAYgAygLMhkucmFnYWdlbnQudjEuVG9vbENhbGxJbmZvEisKBnN0YXR1cxgHIAEoDjIbLnJhZ2FnZW50LnYxLlJlc3BvbnNlU3RhdHVzEhUKDWZpbmlzaF9yZWFzb24YCCABKAkSIQoFdXNhZ2UYCSABKAsyEi5yYWdhZ2VudC52MS5Vc2FnZRIlCgd0aW1pbmdzGAogASgLMhQucmFnYWdlbnQudjEuVGltaW5ncxINCgVtb2RlbBgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgthbnN3ZXJfbW9kZRgNIAEoDjIXLnJhZ2FnZW50LnYxLkFuc3dlck1vZGUSEAoIc3RyYXRlZ3kYDiABKAkSKQoJZ3JvdW5kaW5nGA8gASgLMhYucmFnYWdlbnQudjEuR3JvdW5kaW5nEg8KB3R1cm5faWQYECABKAkSGAoQbm9fYW5zd2VyX3JlYXNvbhgRIAEoCRIZChFkb3duZ3JhZGVkX3JlYXNvbhgSIAEoCRIoCgljaXRhdGlvbnMYEyADKAsyFS5yYWdhZ2VudC52MS5DaXRhdGlvbiK/AwoRQXNrU3RyZWFtUmVzcG9uc2USEAoIc2VxdWVuY2UYASABKAQSLgoLcnVuX3N0YXJ0ZWQYAiABKAsyFy5yYWdhZ2VudC52MS5SdW5TdGFydGVkSAASNgoRdG9vbF9jYWxsX3N0YXJ0ZWQYAyABKAsyGS5yYWdhZ2VudC52MS5Ub29sQ2FsbEluZm9IABIyCg1zb3VyY2VzX2ZvdW5kGAQgASgLMhkucmFnYWdlbnQudjEuU291cmNlc0ZvdW5kSAASOAoTdG9vbF9jYWxsX2NvbXBsZXRlZBgFIAEoCzIZLnJhZ2FnZW50LnYxLlRvb2xDYWxsSW5mb0gAEjAKDGFuc3dlcl9kZWx0YRgGIAEoCzIYLnJhZ2FnZW50LnYxLkFuc3dlckRlbHRhSAASKwoJaGVhcnRiZWF0GAcgASgLMhYucmFnYWdlbnQudjEuSGVhcnRiZWF0SAASLwoJY29tcGxldGVkGAggASgLMhoucmFnYWdlbnQudjEuQWdlbnRSZXNwb25zZUgAEikKCGNpdGF0aW9uGAkgASgLMhUucmFnYWdlbnQudjEuQ2l0YXRpb25IAEIHCgVldmVudCJkCgpSdW5TdGFydGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJOCgxTb3VyY2VzRm91bmQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEigKB3NvdXJjZXMYAiADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvIhsKC0Fuc3dlckRlbHRhEgwKBHRleHQYASABKAkiRgoJSGVhcnRiZWF0EioKB2VsYXBzZWQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFcGhhc2UYAiABKAki6gIKD1JldHJpZXZlUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgUKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESKwoHZmlsdGVycxgEIAEoCzIaLnJhZ2FnZW50LnYxLlNlYXJjaEZpbHRlcnNCDgoMX21heF9yZXN1bHRzQhcKFV9jb25maWRlbmNlX3RocmVzaG9sZCJ+ChBSZXRyaWV2ZVJlc3BvbnNlEigKB3NvdXJjZXMYASADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvEicKBHRvb2sYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPZW1iZWRkaW5nX21vZGVsGAMgASgJKsQBCg5SZXNwb25zZVN0YXR1cxIfChtSRVNQT05TRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNQT05TRV9TVEFUVVNfU1VDQ0VTUxABEh0KGVJFU1BPTlNFX1NUQVRVU19OT19BTlNXRVIQAhIZChVSRVNQT05TRV9TVEFUVVNfRVJST1IQAxIbChdSRVNQT05TRV9TVEFUVVNfVElNRU9VVBAEEh0KGVJFU1BPTlNFX1NUQVRVU19DQU5DRUxMRUQQBSphCgpBbnN3ZXJNb2RlEhsKF0FOU1dFUl9NT0RFX1VOU1BFQ0lGSUVEEAASGgoWQU5TV0VSX01PREVfR0VORVJBVElWRRABEhoKFkFOU1dFUl9NT0RFX0VYVFJBQ1RJVkUQAjLlAQoMQWdlbnRTZXJ2aWNlEj8KA0FzaxIcLnJhZ2FnZW50LnYxLlF1ZXN0aW9uUmVxdWVzdBoaLnJhZ2FnZW50LnYxLkFnZW50UmVzcG9uc2USSwoJQXNrU3RyZWFtEhwucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Gh4ucmFnYWdlbnQudjEuQXNrU3RyZWFtUmVzcG9uc2UwARJHCghSZXRyaWV2ZRIcLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVxdWVzdBodLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVzcG9uc2VCWwoPZGV2LnJhZ2FnZW50LnYxQgpBZ2VudFByb3RvUAFaOmdpdGh1Yi5jb20vcmFnYWdlbnQvcmFnYWdlbnQvZ2VuL2dvL3JhZ2FnZW50L3YxO3JhZ2FnZW50djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_ragagent_v1_types]);
 
 /**
  * QuestionRequest asks the agent one question, optionally within a conversation.
@@ -232,7 +232,8 @@ export type AgentResponse = Message<"ragagent.v1.AgentResponse"> & {
   /**
    * The agent strategy that ran: "agentic", "agents_sdk", "retrieve_first" or "extractive".
    * An agentic (or agents_sdk) server whose model endpoint cannot call tools runs, and
-   * names, "retrieve_first".
+   * names, "retrieve_first"; a call whose deadline is too short for the server's strategy
+   * (auto) names the faster one that ran (see `downgraded_reason`).
    *
    * @generated from field: string strategy = 14;
    */
@@ -253,6 +254,37 @@ export type AgentResponse = Message<"ragagent.v1.AgentResponse"> & {
    * @generated from field: string turn_id = 16;
    */
   turnId: string;
+
+  /**
+   * Why the status is NO_ANSWER; empty otherwise. Either the model's own reason (a
+   * generative strategy's model said that the passages do not answer the question, with the
+   * `no_answer` tool or a "NO_ANSWER:" reply; the answer text states it too, so the
+   * session's turn keeps it), or that no passage reached the confidence threshold.
+   *
+   * @generated from field: string no_answer_reason = 17;
+   */
+  noAnswerReason: string;
+
+  /**
+   * Why `strategy` is not the server's: with RAGAGENT_AGENT_STRATEGY auto, a call whose
+   * remaining deadline is shorter than its strategy needs (the endpoint's first-token time,
+   * the median of its recent calls, plus a minimal answer, per model turn: two for agentic,
+   * one for retrieve_first) runs the fastest strategy that fits (retrieve_first, or
+   * extractive with no model call) and says so here, with the figures. Empty when the
+   * strategy is the server's; never set when the server's strategy is explicit.
+   *
+   * @generated from field: string downgraded_reason = 18;
+   */
+  downgradedReason: string;
+
+  /**
+   * Each cited claim of the answer with the passage text that supports it, in answer order
+   * (one per source a sentence cites). The `citation` events of AskStream, in order, are
+   * exactly this list. Empty for NO_ANSWER.
+   *
+   * @generated from field: repeated ragagent.v1.Citation citations = 19;
+   */
+  citations: Citation[];
 };
 
 /**
@@ -268,7 +300,8 @@ export const AgentResponseSchema: GenMessage<AgentResponse> = /*@__PURE__*/
  * Events come in this order: `run_started`; then, for each retrieval, `tool_call_started`
  * with status PENDING (the call was asked for), `tool_call_started` with status EXECUTING
  * (it runs), `sources_found` and `tool_call_completed` (COMPLETED, ERROR or TIMEOUT); then
- * `answer_delta` events; then `completed`. When the model asks for several calls in one
+ * `answer_delta` events, each `citation` after the delta that completed its sentence; then
+ * `completed`. When the model asks for several calls in one
  * turn, each is reported PENDING before any of them executes.
  * Every retrieval is reported as a `qdrant_retrieval` tool call, including those a strategy
  * runs on its own (retrieve_first, extractive, and the agentic strategy's first search), so
@@ -356,6 +389,16 @@ export type AskStreamResponse = Message<"ragagent.v1.AskStreamResponse"> & {
      */
     value: AgentResponse;
     case: "completed";
+  } | {
+    /**
+     * A cited claim of the answer, sent as soon as the sentence carrying it is complete
+     * (after the `answer_delta` that completed it); all of them, in order, equal
+     * `completed.citations`.
+     *
+     * @generated from field: ragagent.v1.Citation citation = 9;
+     */
+    value: Citation;
+    case: "citation";
   } | { case: undefined; value?: undefined };
 };
 
@@ -579,7 +622,8 @@ export enum ResponseStatus {
   SUCCESS = 1,
 
   /**
-   * Nothing relevant enough was found; `answer` says so and no model was called.
+   * Nothing relevant enough was found (`answer` says so and no model was called), or the
+   * model said that the passages do not answer the question; `no_answer_reason` says which.
    *
    * @generated from enum value: RESPONSE_STATUS_NO_ANSWER = 2;
    */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragagent/v1/corpus.proto.
  */
 export const file_ragagent_v1_corpus: GenFile = /*@__PURE__*/
-  fileDesc("ChhyYWdhZ2VudC92MS9jb3JwdXMucHJvdG8SC3JhZ2FnZW50LnYxIrIBCg1Jbmdlc3RPcHRpb25zEpEBCghiYXNlX3VybBgBIAEoCUJ/ukh8cgOIAQG6AXEKDWJhc2VfdXJsLmh0dHASLnZhbHVlIG11c3QgYmUgYW4gaHR0cCBvciBodHRwcyBVUkwgd2l0aCBhIGhvc3QaMHRoaXMubWF0Y2hlcygnXltIaF1bVHRdW1R0XVtQcF1bU3NdPzovL1teLz8jXSsnKdgBARINCgVwcnVuZRgCIAEoCCLGAgoIRG9jdW1lbnQSnAIKBHBhdGgYASABKAlCjQK6SIkCciEQARiACDIaXlteL10oW14vXSovKSpbXi9dKlwubWR4PyS6AeIBCg1wYXRoLnJlbGF0aXZlElRwYXRoIG11c3Qgbm90IGNvbnRhaW4gZW1wdHksICcuJyBvciAnLi4nIHNlZ21lbnRzLCBiYWNrc2xhc2hlcyBvciBjb250cm9sIGNoYXJhY3RlcnMaeyF0aGlzLnNwbGl0KCcvJykuZXhpc3RzKHMsIHMgPT0gJycgfHwgcyA9PSAnLicgfHwgcyA9PSAnLi4nKSAmJiAhdGhpcy5jb250YWlucygnXFwnKSAmJiAhdGhpcy5tYXRjaGVzKCdbXFx4MDAtXFx4MUZcXHg3Rl0nKRIbCgdjb250ZW50GAIgASgJQgq6SAdyBSiAgIABIm4KFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSKwoHb3B0aW9ucxgBIAEoCzIaLnJhZ2FnZW50LnYxLkluZ2VzdE9wdGlvbnMSJwoIZG9jdW1lbnQYAiABKAsyFS5yYWdhZ2VudC52MS5Eb2N1bWVudCKGAgoXSW5nZXN0RG9jdW1lbnRzUmVzcG9uc2USFwoPZG9jdW1lbnRzX2FkZGVkGAEgASgFEhkKEWRvY3VtZW50c191cGRhdGVkGAIgASgFEhsKE2RvY3VtZW50c191bmNoYW5nZWQYAyABKAUSGQoRZG9jdW1lbnRzX2RlbGV0ZWQYBCABKAUSFgoOY2h1bmtzX3dyaXR0ZW4YBSABKAUSFgoOY2h1bmtzX2RlbGV0ZWQYBiABKAUSKwoIZHVyYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SIgoId2FybmluZ3MYCCADKAlCELpIDZIBChDoByIFcgMYgBAivQIKFURlbGV0ZURvY3VtZW50UmVxdWVzdBKjAgoLZG9jdW1lbnRfaWQYASABKAlCjQK6SIkCciEQARiACDIaXlteL10oW14vXSovKSpbXi9dKlwubWR4PyS6AeIBCg1wYXRoLnJlbGF0aXZlElRwYXRoIG11c3Qgbm90IGNvbnRhaW4gZW1wdHksICcuJyBvciAnLi4nIHNlZ21lbnRzLCBiYWNrc2xhc2hlcyBvciBjb250cm9sIGNoYXJhY3RlcnMaeyF0aGlzLnNwbGl0KCcvJykuZXhpc3RzKHMsIHMgPT0gJycgfHwgcyA9PSAnLicgfHwgcyA9PSAnLi4nKSAmJiAhdGhpcy5jb250YWlucygnXFwnKSAmJiAhdGhpcy5tYXRjaGVzKCdbXFx4MDAtXFx4MUZcXHg3Rl0nKSIwChZEZWxldGVEb2N1bWVudFJlc3BvbnNlEhYKDmNodW5rc19kZWxldGVkGAEgASgFIlMKFExpc3REb2N1bWVudHNSZXF1ZXN0Eh0KCXBhZ2Vfc2l6ZRgBIAEoBUIKukgHGgUYyAEoABIcCgpwYWdlX3Rva2VuGAIgASgJQgi6SAVyAxiAECK8AQoMRG9jdW1lbnRJbmZvEhMKC2RvY3VtZW50X2lkGAEgASgJEgsKA3VybBgCIAEoCRINCgV0aXRsZRgDIAEoCRIOCgZtb2R1bGUYBCABKAkSDwoHY2hhcHRlchgFIAEoCRITCgtjaHVua19jb3VudBgGIAEoBRIUCgxjb250ZW50X2hhc2gYByABKAkSLwoLaW5nZXN0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIl4KFUxpc3REb2N1bWVudHNSZXNwb25zZRIsCglkb2N1bWVudHMYASADKAsyGS5yYWdhZ2VudC52MS5Eb2N1bWVudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhcKFUdldENvcnB1c1N0YXRzUmVxdWVzdCKHAQoWR2V0Q29ycHVzU3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoBRISCgpjb2xsZWN0aW9uGAMgASgJEhcKD2VtYmVkZGluZ19tb2RlbBgEIAEoCRITCgt2ZWN0b3Jfc2l6ZRgFIAEoBTL9AgoNQ29ycHVzU2VydmljZRJeCg9Jbmdlc3REb2N1bWVudHMSIy5yYWdhZ2VudC52MS5Jbmdlc3REb2N1bWVudHNSZXF1ZXN0GiQucmFnYWdlbnQudjEuSW5nZXN0RG9jdW1lbnRzUmVzcG9uc2UoARJZCg5EZWxldGVEb2N1bWVudBIiLnJhZ2FnZW50LnYxLkRlbGV0ZURvY3VtZW50UmVxdWVzdBojLnJhZ2FnZW50LnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USVgoNTGlzdERvY3VtZW50cxIhLnJhZ2FnZW50LnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiIucmFnYWdlbnQudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlElkKDkdldENvcnB1c1N0YXRzEiIucmFnYWdlbnQudjEuR2V0Q29ycHVzU3RhdHNSZXF1ZXN0GiMucmFnYWdlbnQudjEuR2V0Q29ycHVzU3RhdHNSZXNwb25zZUJcCg9kZXYucmFnYWdlbnQudjFCC0NvcnB1c1Byb3RvUAFaOmdpdGh1Yi5jb20vcmFnYWdlbnQvcmFnYWdlbnQvZ2VuL2dvL3JhZ2FnZW50L3YxO3JhZ2FnZW50djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChhyYWdhZ2VudC92MS9jb3JwdXMucHJvdG8SC3JhZ2FnZW50LnYxIt8BCg1Jbmdlc3RPcHRpb25zEpEBCghiYXNlX3VybBgBIAEoCUJ/ukh8cgOIAQG6AXEKDWJhc2VfdXJsLmh0dHASLnZhbHVlIG11c3QgYmUgYW4gaHR0cCBvciBodHRwcyBVUkwgd2l0aCBhIGhvc3QaMHRoaXMubWF0Y2hlcygnXltIaF1bVHRdW1R0XVtQcF1bU3NdPzovL1teLz8jXSsnKdgBARINCgVwcnVuZRgCIAEoCBIrCgZhY2Nlc3MYAyABKAsyGy5yYWdhZ2VudC52MS5Eb2N1bWVudEFjY2VzcyKIAQoORG9jdW1lbnRBY2Nlc3MSOAoGZ3JvdXBzGAEgAygJQii6SCWSASIQZBgBIhxyGhABGIABMhNeW15ceDAwLVx4MUZceDdGXSskEjwKCnByaW5jaXBhbHMYAiADKAlCKLpIJZIBIhBkGAEiHHIaEAEYgAEyE15bXlx4MDAtXHgxRlx4N0ZdKyQixgIKCERvY3VtZW50EpwCCgRwYXRoGAEgASgJQo0CukiJAnIhEAEYgAgyGl5bXi9dKFteL10qLykqW14vXSpcLm1keD8kugHiAQoNcGF0aC5yZWxhdGl2ZRJUcGF0aCBtdXN0IG5vdCBjb250YWluIGVtcHR5LCAnLicgb3IgJy4uJyBzZWdtZW50cywgYmFja3NsYXNoZXMgb3IgY29udHJvbCBjaGFyYWN0ZXJzGnshdGhpcy5zcGxpdCgnLycpLmV4aXN0cyhzLCBzID09ICcnIHx8IHMgPT0gJy4nIHx8IHMgPT0gJy4uJykgJiYgIXRoaXMuY29udGFpbnMoJ1xcJykgJiYgIXRoaXMubWF0Y2hlcygnW1xceDAwLVxceDFGXFx4N0ZdJykSGwoHY29udGVudBgCIAEoCUIKukgHcgUogICAASJuChZJbmdlc3REb2N1bWVudHNSZXF1ZXN0EisKB29wdGlvbnMYASABKAsyGi5yYWdhZ2VudC52MS5Jbmdlc3RPcHRpb25zEicKCGRvY3VtZW50GAIgASgLMhUucmFnYWdlbnQudjEuRG9jdW1lbnQipAIKF0luZ2VzdERvY3VtZW50c1Jlc3BvbnNlEhcKD2RvY3VtZW50c19hZGRlZBgBIAEoBRIZChFkb2N1bWVudHNfdXBkYXRlZBgCIAEoBRIbChNkb2N1bWVudHNfdW5jaGFuZ2VkGAMgASgFEhkKEWRvY3VtZW50c19kZWxldGVkGAQgASgFEhYKDmNodW5rc193cml0dGVuGAUgASgFEhYKDmNodW5rc19kZWxldGVkGAYgASgFEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiIKCHdhcm5pbmdzGAggAygJQhC6SA2SAQoQ6AciBXIDGIAQEhwKFGRvY3VtZW50c19yZWxhYmVsbGVkGAkgASgFIr0CChVEZWxldGVEb2N1bWVudFJlcXVlc3QSowIKC2RvY3VtZW50X2lkGAEgASgJQo0CukiJAnIhEAEYgAgyGl5bXi9dKFteL10qLykqW14vXSpcLm1keD8kugHiAQoNcGF0aC5yZWxhdGl2ZRJUcGF0aCBtdXN0IG5vdCBjb250YWluIGVtcHR5LCAnLicgb3IgJy4uJyBzZWdtZW50cywgYmFja3NsYXNoZXMgb3IgY29udHJvbCBjaGFyYWN0ZXJzGnshdGhpcy5zcGxpdCgnLycpLmV4aXN0cyhzLCBzID09ICcnIHx8IHMgPT0gJy4nIHx8IHMgPT0gJy4uJykgJiYgIXRoaXMuY29udGFpbnMoJ1xcJykgJiYgIXRoaXMubWF0Y2hlcygnW1xceDAwLVxceDFGXFx4N0ZdJykiMAoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIWCg5jaHVua3NfZGVsZXRlZBgBIAEoBSJTChRMaXN0RG9jdW1lbnRzUmVxdWVzdBIdCglwYWdlX3NpemUYASABKAVCCrpIBxoFGMgBKAASHAoKcGFnZV90b2tlbhgCIAEoCUIIukgFcgMYgBAi/QEKDERvY3VtZW50SW5mbxITCgtkb2N1bWVudF9pZBgBIAEoCRILCgN1cmwYAiABKAkSDQoFdGl0bGUYAyABKAkSDgoGbW9kdWxlGAQgASgJEg8KB2NoYXB0ZXIYBSABKAkSEwoLY2h1bmtfY291bnQYBiABKAUSFAoMY29udGVudF9oYXNoGAcgASgJEi8KC2luZ2VzdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZhY2Nlc3MYCSABKAsyGy5yYWdhZ2VudC52MS5Eb2N1bWVudEFjY2VzcxISCgphZG1pbl9vbmx5GAogASgIIl4KFUxpc3REb2N1bWVudHNSZXNwb25zZRIsCglkb2N1bWVudHMYASADKAsyGS5yYWdhZ2VudC52MS5Eb2N1bWVudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhcKFUdldENvcnB1c1N0YXRzUmVxdWVzdCKHAQoWR2V0Q29ycHVzU3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoBRISCgpjb2xsZWN0aW9uGAMgASgJEhcKD2VtYmVkZGluZ19tb2RlbBgEIAEoCRITCgt2ZWN0b3Jfc2l6ZRgFIAEoBTL9AgoNQ29ycHVzU2VydmljZRJeCg9Jbmdlc3REb2N1bWVudHMSIy5yYWdhZ2VudC52MS5Jbmdlc3REb2N1bWVudHNSZXF1ZXN0GiQucmFnYWdlbnQudjEuSW5nZXN0RG9jdW1lbnRzUmVzcG9uc2UoARJZCg5EZWxldGVEb2N1bWVudBIiLnJhZ2FnZW50LnYxLkRlbGV0ZURvY3VtZW50UmVxdWVzdBojLnJhZ2FnZW50LnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USVgoNTGlzdERvY3VtZW50cxIhLnJhZ2FnZW50LnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiIucmFnYWdlbnQudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlElkKDkdldENvcnB1c1N0YXRzEiIucmFnYWdlbnQudjEuR2V0Q29ycHVzU3RhdHNSZXF1ZXN0GiMucmFnYWdlbnQudjEuR2V0Q29ycHVzU3RhdHNSZXNwb25zZUJcCg9kZXYucmFnYWdlbnQudjFCC0NvcnB1c1Byb3RvUAFaOmdpdGh1Yi5jb20vcmFnYWdlbnQvcmFnYWdlbnQvZ2VuL2dvL3JhZ2FnZW50L3YxO3JhZ2FnZW50djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * IngestOptions apply to a whole IngestDocuments stream.
@@ -35,6 +35,16 @@ export type IngestOptions = Message<"ragagent.v1.IngestOptions"> & {
    * @generated from field: bool prune = 2;
    */
   prune: boolean;
+
+  /**
+   * Who may read every document of the stream, besides those a document's front matter
+   * names under its `access` key (docs/security.md, "Document permissions"). Empty, and no
+   * `access` key: the document is unlabelled. A document whose text is unchanged but whose
+   * readers changed is relabelled in place, without embedding it again.
+   *
+   * @generated from field: ragagent.v1.DocumentAccess access = 3;
+   */
+  access?: DocumentAccess | undefined;
 };
 
 /**
@@ -43,6 +53,37 @@ export type IngestOptions = Message<"ragagent.v1.IngestOptions"> & {
  */
 export const IngestOptionsSchema: GenMessage<IngestOptions> = /*@__PURE__*/
   messageDesc(file_ragagent_v1_corpus, 0);
+
+/**
+ * DocumentAccess names who may read a document: any caller in one of `groups`, or named
+ * by one of `principals`. The group "*" is every authenticated caller.
+ *
+ * @generated from message ragagent.v1.DocumentAccess
+ */
+export type DocumentAccess = Message<"ragagent.v1.DocumentAccess"> & {
+  /**
+   * Group names, as callers' credentials carry them (a JWT claim, the API key's record,
+   * a certificate, the mesh's groups header): 1 to 128 printable characters each.
+   *
+   * @generated from field: repeated string groups = 1;
+   */
+  groups: string[];
+
+  /**
+   * Principal names, as the server names authenticated callers: 1 to 128 printable
+   * characters each.
+   *
+   * @generated from field: repeated string principals = 2;
+   */
+  principals: string[];
+};
+
+/**
+ * Describes the message ragagent.v1.DocumentAccess.
+ * Use `create(DocumentAccessSchema)` to create a new message.
+ */
+export const DocumentAccessSchema: GenMessage<DocumentAccess> = /*@__PURE__*/
+  messageDesc(file_ragagent_v1_corpus, 1);
 
 /**
  * Document is one Markdown or MDX file.
@@ -73,7 +114,7 @@ export type Document = Message<"ragagent.v1.Document"> & {
  * Use `create(DocumentSchema)` to create a new message.
  */
 export const DocumentSchema: GenMessage<Document> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 1);
+  messageDesc(file_ragagent_v1_corpus, 2);
 
 /**
  * IngestDocumentsRequest is one message of an ingestion stream.
@@ -101,7 +142,7 @@ export type IngestDocumentsRequest = Message<"ragagent.v1.IngestDocumentsRequest
  * Use `create(IngestDocumentsRequestSchema)` to create a new message.
  */
 export const IngestDocumentsRequestSchema: GenMessage<IngestDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 2);
+  messageDesc(file_ragagent_v1_corpus, 3);
 
 /**
  * IngestDocumentsResponse summarises an ingestion stream.
@@ -167,6 +208,14 @@ export type IngestDocumentsResponse = Message<"ragagent.v1.IngestDocumentsRespon
    * @generated from field: repeated string warnings = 8;
    */
   warnings: string[];
+
+  /**
+   * Documents whose text had not changed but whose readers had: relabelled in place,
+   * nothing embedded (not counted in `documents_unchanged`).
+   *
+   * @generated from field: int32 documents_relabelled = 9;
+   */
+  documentsRelabelled: number;
 };
 
 /**
@@ -174,7 +223,7 @@ export type IngestDocumentsResponse = Message<"ragagent.v1.IngestDocumentsRespon
  * Use `create(IngestDocumentsResponseSchema)` to create a new message.
  */
 export const IngestDocumentsResponseSchema: GenMessage<IngestDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 3);
+  messageDesc(file_ragagent_v1_corpus, 4);
 
 /**
  * DeleteDocumentRequest names the document to delete.
@@ -195,7 +244,7 @@ export type DeleteDocumentRequest = Message<"ragagent.v1.DeleteDocumentRequest">
  * Use `create(DeleteDocumentRequestSchema)` to create a new message.
  */
 export const DeleteDocumentRequestSchema: GenMessage<DeleteDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 4);
+  messageDesc(file_ragagent_v1_corpus, 5);
 
 /**
  * DeleteDocumentResponse says what was removed.
@@ -216,7 +265,7 @@ export type DeleteDocumentResponse = Message<"ragagent.v1.DeleteDocumentResponse
  * Use `create(DeleteDocumentResponseSchema)` to create a new message.
  */
 export const DeleteDocumentResponseSchema: GenMessage<DeleteDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 5);
+  messageDesc(file_ragagent_v1_corpus, 6);
 
 /**
  * ListDocumentsRequest asks for one page of documents.
@@ -244,7 +293,7 @@ export type ListDocumentsRequest = Message<"ragagent.v1.ListDocumentsRequest"> &
  * Use `create(ListDocumentsRequestSchema)` to create a new message.
  */
 export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 6);
+  messageDesc(file_ragagent_v1_corpus, 7);
 
 /**
  * DocumentInfo describes one indexed document.
@@ -309,6 +358,22 @@ export type DocumentInfo = Message<"ragagent.v1.DocumentInfo"> & {
    * @generated from field: google.protobuf.Timestamp ingested_at = 8;
    */
   ingestedAt?: Timestamp | undefined;
+
+  /**
+   * Who may read it; both lists empty: unlabelled (docs/security.md, "Document
+   * permissions"). A document whose front matter could not be read shows neither, and
+   * `admin_only` is set.
+   *
+   * @generated from field: ragagent.v1.DocumentAccess access = 9;
+   */
+  access?: DocumentAccess | undefined;
+
+  /**
+   * Readable by admins only, whatever its groups (its front matter could not be read).
+   *
+   * @generated from field: bool admin_only = 10;
+   */
+  adminOnly: boolean;
 };
 
 /**
@@ -316,7 +381,7 @@ export type DocumentInfo = Message<"ragagent.v1.DocumentInfo"> & {
  * Use `create(DocumentInfoSchema)` to create a new message.
  */
 export const DocumentInfoSchema: GenMessage<DocumentInfo> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 7);
+  messageDesc(file_ragagent_v1_corpus, 8);
 
 /**
  * ListDocumentsResponse is one page of documents.
@@ -344,7 +409,7 @@ export type ListDocumentsResponse = Message<"ragagent.v1.ListDocumentsResponse">
  * Use `create(ListDocumentsResponseSchema)` to create a new message.
  */
 export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 8);
+  messageDesc(file_ragagent_v1_corpus, 9);
 
 /**
  * GetCorpusStatsRequest takes no parameters.
@@ -359,7 +424,7 @@ export type GetCorpusStatsRequest = Message<"ragagent.v1.GetCorpusStatsRequest">
  * Use `create(GetCorpusStatsRequestSchema)` to create a new message.
  */
 export const GetCorpusStatsRequestSchema: GenMessage<GetCorpusStatsRequest> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 9);
+  messageDesc(file_ragagent_v1_corpus, 10);
 
 /**
  * GetCorpusStatsResponse describes the index.
@@ -408,7 +473,7 @@ export type GetCorpusStatsResponse = Message<"ragagent.v1.GetCorpusStatsResponse
  * Use `create(GetCorpusStatsResponseSchema)` to create a new message.
  */
 export const GetCorpusStatsResponseSchema: GenMessage<GetCorpusStatsResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_corpus, 10);
+  messageDesc(file_ragagent_v1_corpus, 11);
 
 /**
  * CorpusService manages the indexed documents of a running server. Because the embedded

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ragagent/v1/types.proto.
  */
 export const file_ragagent_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYWdhZ2VudC92MS90eXBlcy5wcm90bxILcmFnYWdlbnQudjEiYgoNU2VhcmNoRmlsdGVycxIYCgZtb2R1bGUYASABKAlCCLpIBXIDGMgBEhkKB2NoYXB0ZXIYAiABKAlCCLpIBXIDGMgBEhwKCnVybF9wcmVmaXgYAyABKAlCCLpIBXIDGIAQIuUBCgpTb3VyY2VJbmZvEhAKCGNodW5rX2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJEgsKA3VybBgDIAEoCRINCgV0aXRsZRgEIAEoCRIOCgZtb2R1bGUYBSABKAkSDwoHY2hhcHRlchgGIAEoCRIPCgdzZWN0aW9uGAcgASgJEg8KB2hlYWRpbmcYCCABKAkSEAoIcG9zaXRpb24YCSABKAUSDwoHY29udGVudBgKIAEoCRINCgVzY29yZRgLIAEoAhIQCghjaXRhdGlvbhgMIAEoBRINCgVjaXRlZBgNIAEoCCLDAgoMVG9vbENhbGxJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EisKBnN0YXR1cxgFIAEoDjIbLnJhZ2FnZW50LnYxLlRvb2xDYWxsU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAggASgJEisKBm9yaWdpbhgJIAEoDjIbLnJhZ2FnZW50LnYxLlRvb2xDYWxsT3JpZ2luImIKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUSFAoMdG90YWxfdG9rZW5zGAMgASgFEhEKCWVzdGltYXRlZBgEIAEoCCJWCg9TZW50ZW5jZVN1cHBvcnQSDAoEdGV4dBgBIAEoCRIRCgljaXRhdGlvbnMYAiADKAUSDwoHc3VwcG9ydBgDIAEoAhIRCglzdXBwb3J0ZWQYBCABKAgibAoJR3JvdW5kaW5nEhUKDWNpdGVzX25vdGhpbmcYASABKAgSLwoJc2VudGVuY2VzGAIgAygLMhwucmFnYWdlbnQudjEuU2VudGVuY2VTdXBwb3J0EhcKD3N1cHBvcnRlZF9zaGFyZRgDIAEoAiKZAQoHVGltaW5ncxIsCglyZXRyaWV2YWwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNgoTdGltZV90b19maXJzdF90b2tlbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCgV0b3RhbBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbirKAQoOVG9vbENhbGxTdGF0dXMSIAocVE9PTF9DQUxMX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGFRPT0xfQ0FMTF9TVEFUVVNfUEVORElORxABEh4KGlRPT0xfQ0FMTF9TVEFUVVNfRVhFQ1VUSU5HEAISHgoaVE9PTF9DQUxMX1NUQVRVU19DT01QTEVURUQQAxIaChZUT09MX0NBTExfU1RBVFVTX0VSUk9SEAQSHAoYVE9PTF9DQUxMX1NUQVRVU19USU1FT1VUEAUqbAoOVG9vbENhbGxPcmlnaW4SIAocVE9PTF9DQUxMX09SSUdJTl9VTlNQRUNJRklFRBAAEhoKFlRPT0xfQ0FMTF9PUklHSU5fTU9ERUwQARIcChhUT09MX0NBTExfT1JJR0lOX1NFUlZJQ0UQAkJbCg9kZXYucmFnYWdlbnQudjFCClR5cGVzUHJvdG9QAVo6Z2l0aHViLmNvbS9yYWdhZ2VudC9yYWdhZ2VudC9nZW4vZ28vcmFnYWdlbnQvdjE7cmFnYWdlbnR2MWIGcHJvdG8z", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdyYWdhZ2VudC92MS90eXBlcy5wcm90bxILcmFnYWdlbnQudjEiYgoNU2VhcmNoRmlsdGVycxIYCgZtb2R1bGUYASABKAlCCLpIBXIDGMgBEhkKB2NoYXB0ZXIYAiABKAlCCLpIBXIDGMgBEhwKCnVybF9wcmVmaXgYAyABKAlCCLpIBXIDGIAQIuUBCgpTb3VyY2VJbmZvEhAKCGNodW5rX2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJEgsKA3VybBgDIAEoCRINCgV0aXRsZRgEIAEoCRIOCgZtb2R1bGUYBSABKAkSDwoHY2hhcHRlchgGIAEoCRIPCgdzZWN0aW9uGAcgASgJEg8KB2hlYWRpbmcYCCABKAkSEAoIcG9zaXRpb24YCSABKAUSDwoHY29udGVudBgKIAEoCRINCgVzY29yZRgLIAEoAhIQCghjaXRhdGlvbhgMIAEoBRINCgVjaXRlZBgNIAEoCCLDAgoMVG9vbENhbGxJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EisKBnN0YXR1cxgFIAEoDjIbLnJhZ2FnZW50LnYxLlRvb2xDYWxsU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAggASgJEisKBm9yaWdpbhgJIAEoDjIbLnJhZ2FnZW50LnYxLlRvb2xDYWxsT3JpZ2luImIKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUSFAoMdG90YWxfdG9rZW5zGAMgASgFEhEKCWVzdGltYXRlZBgEIAEoCCJvCghDaXRhdGlvbhINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUSDgoGc291cmNlGAMgASgFEhMKC3F1b3RlX3N0YXJ0GAQgASgFEhEKCXF1b3RlX2VuZBgFIAEoBRIPCgdzdXBwb3J0GAYgASgCIlYKD1NlbnRlbmNlU3VwcG9ydBIMCgR0ZXh0GAEgASgJEhEKCWNpdGF0aW9ucxgCIAMoBRIPCgdzdXBwb3J0GAMgASgCEhEKCXN1cHBvcnRlZBgEIAEoCCJsCglHcm91bmRpbmcSFQoNY2l0ZXNfbm90aGluZxgBIAEoCBIvCglzZW50ZW5jZXMYAiADKAsyHC5yYWdhZ2VudC52MS5TZW50ZW5jZVN1cHBvcnQSFwoPc3VwcG9ydGVkX3NoYXJlGAMgASgCIpkBCgdUaW1pbmdzEiwKCXJldHJpZXZhbBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChN0aW1lX3RvX2ZpcnN0X3Rva2VuGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBXRvdGFsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uKsoBCg5Ub29sQ2FsbFN0YXR1cxIgChxUT09MX0NBTExfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYVE9PTF9DQUxMX1NUQVRVU19QRU5ESU5HEAESHgoaVE9PTF9DQUxMX1NUQVRVU19FWEVDVVRJTkcQAhIeChpUT09MX0NBTExfU1RBVFVTX0NPTVBMRVRFRBADEhoKFlRPT0xfQ0FMTF9TVEFUVVNfRVJST1IQBBIcChhUT09MX0NBTExfU1RBVFVTX1RJTUVPVVQQBSpsCg5Ub29sQ2FsbE9yaWdpbhIgChxUT09MX0NBTExfT1JJR0lOX1VOU1BFQ0lGSUVEEAASGgoWVE9PTF9DQUxMX09SSUdJTl9NT0RFTBABEhwKGFRPT0xfQ0FMTF9PUklHSU5fU0VSVklDRRACQlsKD2Rldi5yYWdhZ2VudC52MUIKVHlwZXNQcm90b1ABWjpnaXRodWIuY29tL3JhZ2FnZW50L3JhZ2FnZW50L2dlbi9nby9yYWdhZ2VudC92MTtyYWdhZ2VudHYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SearchFilters narrows retrieval to part of the corpus. Every field is optional:
@@ -287,6 +287,68 @@ export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
   messageDesc(file_ragagent_v1_types, 3);
 
 /**
+ * Citation ties a cited claim of the answer to the passage text that supports it. Offsets
+ * count Unicode code points (not bytes, not UTF-16 units), end exclusive, and always lie
+ * within their text.
+ *
+ * @generated from message ragagent.v1.Citation
+ */
+export type Citation = Message<"ragagent.v1.Citation"> & {
+  /**
+   * Start of the claim in `AgentResponse.answer`: the sentence carrying the citation.
+   *
+   * @generated from field: int32 start = 1;
+   */
+  start: number;
+
+  /**
+   * End of the claim in `AgentResponse.answer` (exclusive).
+   *
+   * @generated from field: int32 end = 2;
+   */
+  end: number;
+
+  /**
+   * The cited source: the `SourceInfo.citation` of one of `AgentResponse.sources`.
+   *
+   * @generated from field: int32 source = 3;
+   */
+  source: number;
+
+  /**
+   * Start of the supporting text in that source's `SourceInfo.content`. A claim that quotes
+   * its passage (every extractive answer does) spans exactly the quoted text; otherwise the
+   * span is the passage sentence sharing most of the claim's content words.
+   *
+   * @generated from field: int32 quote_start = 4;
+   */
+  quoteStart: number;
+
+  /**
+   * End of the supporting text in `SourceInfo.content` (exclusive).
+   *
+   * @generated from field: int32 quote_end = 5;
+   */
+  quoteEnd: number;
+
+  /**
+   * How well the quote supports the claim, 0 to 1: 1 for a verbatim quote, else the share
+   * of the claim's content words (stop words dropped, crude stems) found in the quote. A
+   * lexical check: it catches invented names and numbers, not a reversed meaning.
+   *
+   * @generated from field: float support = 6;
+   */
+  support: number;
+};
+
+/**
+ * Describes the message ragagent.v1.Citation.
+ * Use `create(CitationSchema)` to create a new message.
+ */
+export const CitationSchema: GenMessage<Citation> = /*@__PURE__*/
+  messageDesc(file_ragagent_v1_types, 4);
+
+/**
  * SentenceSupport is how well the passages an answer sentence cites support it.
  *
  * @generated from message ragagent.v1.SentenceSupport
@@ -327,7 +389,7 @@ export type SentenceSupport = Message<"ragagent.v1.SentenceSupport"> & {
  * Use `create(SentenceSupportSchema)` to create a new message.
  */
 export const SentenceSupportSchema: GenMessage<SentenceSupport> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_types, 4);
+  messageDesc(file_ragagent_v1_types, 5);
 
 /**
  * Grounding says whether the answer rests on its sources, sentence by sentence.
@@ -363,7 +425,7 @@ export type Grounding = Message<"ragagent.v1.Grounding"> & {
  * Use `create(GroundingSchema)` to create a new message.
  */
 export const GroundingSchema: GenMessage<Grounding> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_types, 5);
+  messageDesc(file_ragagent_v1_types, 6);
 
 /**
  * Timings of a run, measured by the server.
@@ -399,7 +461,7 @@ export type Timings = Message<"ragagent.v1.Timings"> & {
  * Use `create(TimingsSchema)` to create a new message.
  */
 export const TimingsSchema: GenMessage<Timings> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_types, 6);
+  messageDesc(file_ragagent_v1_types, 7);
 
 /**
  * ToolCallStatus is the lifecycle state of one tool call made by the agent.
