@@ -1,0 +1,98 @@
+"""A fleet on loopback: several ``ragagent serve`` processes sharing one PostgreSQL and one
+Qdrant (the REST stand-in, tests/fleet/qdrant_standin.py), as compose or Kubernetes run it.
+
+Every test gets its own PostgreSQL role and a schema of the same name in the database of
+TEST_POSTGRES_DSN: PostgreSQL's default ``search_path`` ("$user", public) puts a role's
+sessions in that schema, so the replicas share it and parallel tests (pytest-xdist) never
+meet. Each replica has its own free port and data folder; a collection name of its own per
+test keeps Qdrant state apart as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.processes import ServerProcess
+
+POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def _admin(*statements: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(POSTGRES_DSN, timeout=3)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def postgres_role() -> Iterator[str]:
+    """A DSN (``postgresql://``) for a new role whose tables live in a schema of its own;
+    both dropped at the end. Skips the test when PostgreSQL is not reachable."""
+    role = f"fleet_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(
+            _admin(f'CREATE ROLE "{role}" LOGIN', f'CREATE SCHEMA "{role}" AUTHORIZATION "{role}"')
+        )
+    except OSError as error:
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_DSN} ({error!r})")
+    parts = urlsplit(POSTGRES_DSN)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    try:
+        yield urlunsplit((parts.scheme, f"{role}@{host}", parts.path, parts.query, ""))
+    finally:
+        asyncio.run(
+            _admin(
+                f'DROP SCHEMA IF EXISTS "{role}" CASCADE',
+                f'DROP OWNED BY "{role}" CASCADE',
+                f'DROP ROLE IF EXISTS "{role}"',
+            )
+        )
+
+
+def launch_replicas(
+    folder: Path, count: int, *, qdrant_url: str, database_url: str, **settings: str
+) -> list[ServerProcess]:
+    """``count`` replicas started at once (not waited for), each in ``folder/replica-N``."""
+    common = {
+        "qdrant_url": qdrant_url,
+        "database_url": database_url,
+        "log_format": "json",
+        **settings,
+    }
+    return [ServerProcess.launch(folder / f"replica-{i}", **common) for i in range(count)]
+
+
+def wait_all_ready(replicas: Sequence[ServerProcess], timeout: float) -> None:
+    """Until every replica serves; the first failure (death or timeout) is raised."""
+    with ThreadPoolExecutor(len(replicas)) as pool:
+        for done in [pool.submit(r.wait_ready, timeout) for r in replicas]:
+            done.result()
+
+
+@contextmanager
+def fleet(
+    folder: Path, count: int, *, qdrant_url: str, database_url: str, **settings: str
+) -> Iterator[list[ServerProcess]]:
+    """``count`` serving replicas for a ``with`` block; all stopped at the end."""
+    replicas = launch_replicas(
+        folder, count, qdrant_url=qdrant_url, database_url=database_url, **settings
+    )
+    try:
+        wait_all_ready(replicas, 90.0)
+        yield replicas
+    finally:
+        for replica in replicas:
+            replica.stop()
