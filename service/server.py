@@ -37,6 +37,7 @@ from service.api.interceptors.limits import Limit, RateLimits
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
+from service.fleet.lease import corpus_lease
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
@@ -78,12 +79,19 @@ class AgentServer:
             ),
             self._server,
         )
-        # One servicer per server: it serialises ingests with a lock of its own.
+        # One document written at a time per collection, across replicas (service.fleet).
+        lease = corpus_lease(
+            runtime.store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait
+        )
         ingestor = Ingestor(
-            runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
+            runtime.embedder,
+            observe.chunk_store(runtime.store),
+            executor=runtime.executor,
+            lease=lease,
         )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
-            CorpusServicer(ingestor, runtime.store), self._server
+            CorpusServicer(ingestor, runtime.store, idle_timeout=settings.ingest_idle_timeout),
+            self._server,
         )
         self._services = [AGENT_SERVICE, CORPUS_SERVICE]
         if runtime.sessions is not None:

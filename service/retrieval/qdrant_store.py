@@ -90,6 +90,11 @@ class QdrantStore:
     def embedder(self) -> Embedder:
         return self._embedder
 
+    @property
+    def calls(self) -> QdrantCalls:
+        """How this store reaches Qdrant (the corpus write lease uses it too)."""
+        return self._calls
+
     async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
         """Creates the collection for the embedder, or checks that the existing one fits it."""
         self._named = await ensure_collection(

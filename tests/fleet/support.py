@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -96,3 +97,40 @@ def fleet(
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def inconsistent_documents(local: Any, collection: str) -> list[str]:
+    """Every document whose record and searchable chunks disagree, read straight from the
+    stand-in's engine: a record whose chunk count, chunk ids or hash differ from the
+    chunks stored under its document id, or chunks with no record (a half-written
+    document is acceptable only while a writer is at work; callers check at rest)."""
+    chunks: dict[str, list[dict[str, Any]]] = {}
+    for point in _all(local, collection):
+        chunks.setdefault(str(point.payload["document_id"]), []).append(point.payload)
+    records = {}
+    for point in _all(local, f"{collection}__documents"):
+        record = point.payload["record"]
+        records[str(record["document_id"])] = record
+    problems = []
+    for document_id in sorted(set(chunks) | set(records)):
+        record, stored = records.get(document_id), chunks.get(document_id, [])
+        if record is None:
+            problems.append(f"{document_id}: {len(stored)} chunks and no record")
+            continue
+        hashes = {c["document_hash"] for c in stored}
+        positions = sorted(int(c["position"]) for c in stored)
+        if hashes != {record["document_hash"]} or positions != list(range(record["chunk_count"])):
+            problems.append(
+                f"{document_id}: record {record['document_hash'][:8]} x{record['chunk_count']}, "
+                f"chunks {sorted(h[:8] for h in hashes)} at {positions}"
+            )
+    return problems
+
+
+def _all(local: Any, collection: str) -> list[Any]:
+    found, offset = [], None
+    while True:
+        page, offset = local.scroll(collection, limit=256, offset=offset, with_payload=True)
+        found.extend(page)
+        if offset is None:
+            return found
