@@ -28,3 +28,10 @@ class FleetSettings(BaseModel):
         description="Longest a corpus writer waits for another's write lease before it "
         "gives up with UNAVAILABLE (it logs that it waits).",
     )
+    turn_lease: float = Field(
+        30.0,
+        ge=3,
+        description="Seconds a running turn holds its session without renewal; its replica "
+        "renews it every third of that. A replica that dies leaves its sessions usable again "
+        "after this, and its turn is recorded as ERROR.",
+    )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -94,3 +96,48 @@ def test_twenty_concurrent_conflicting_ingests_from_several_processes_leave_none
     assert codes == [0, 0], finished
     assert problems == []
     print(f"20 streams over 2 replicas + 2 CLI ingests: {len(problems)} inconsistent documents")
+
+
+def test_an_idle_stream_holds_up_no_writer_and_is_ended_by_the_idle_timeout(
+    tmp_path: Path,
+) -> None:
+    collection = f"fleet_{uuid.uuid4().hex[:8]}"
+    release = threading.Event()
+
+    def idle_stream() -> Iterator[corpus_pb2.IngestDocumentsRequest]:
+        yield corpus_pb2.IngestDocumentsRequest(
+            document=corpus_pb2.Document(path="idle/first.md", content=version("idle", 1))
+        )
+        release.wait(60)  # then sends nothing: the server's idle timeout ends the call
+
+    with qdrant_standin(latency=0.005) as qdrant, postgres_role() as dsn:
+        with fleet(
+            tmp_path,
+            2,
+            qdrant_url=qdrant.url,
+            database_url=dsn,
+            qdrant_collection=collection,
+            ingest_idle_timeout="3",
+        ) as replicas:
+            channel = grpc.insecure_channel(replicas[0].target)
+            stub = corpus_pb2_grpc.CorpusServiceStub(channel)
+            with ThreadPoolExecutor(1) as pool:
+                idle = pool.submit(stub.IngestDocuments, idle_stream(), timeout=60)
+                # Others write meanwhile, on the same replica and on the other one.
+                assert ingest(replicas[0].target, {"idle/other.md": version("o", 2)}, 20) == "OK"
+                assert ingest(replicas[1].target, {"idle/more.md": version("m", 3)}, 20) == "OK"
+                deleted = stub.DeleteDocument(
+                    corpus_pb2.DeleteDocumentRequest(document_id="idle/other.md"), timeout=20
+                )
+                assert not idle.done()  # all of that while the idle stream was still open
+                with pytest.raises(grpc.RpcError) as ended:
+                    idle.result(timeout=60)
+            release.set()
+            channel.close()
+        problems = inconsistent_documents(qdrant.local, collection)
+    assert deleted.chunks_deleted > 0
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    details = ended.value.details() or ""
+    assert "sent nothing for 3 s" in details
+    assert "1 documents (1 added, 0 updated)" in details
+    assert problems == []
