@@ -38,6 +38,7 @@ from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
 from service.fleet.lease import corpus_lease
+from service.fleet.limits import SharedLimits
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
@@ -63,8 +64,19 @@ class AgentServer:
         self.health = HealthServicer()
         self.security = Security.from_settings(settings)
         self.observability = observe = runtime.observability
+        redis_url = settings.limits_redis_url
+        # Limits for the whole fleet when replicas share a store (service.fleet.limits).
+        self._shared_limits = (
+            SharedLimits(
+                redis_url.get_secret_value(),
+                prefix=settings.limits_redis_prefix,
+                timeout=settings.limits_redis_timeout,
+            )
+            if redis_url is not None
+            else None
+        )
         self._server = grpc.aio.server(
-            interceptors=[interceptor_chain(self.security, observe)],
+            interceptors=[interceptor_chain(self.security, observe, self._shared_limits)],
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
@@ -153,6 +165,8 @@ class AgentServer:
             if not done and (stopped := agent.stop_runs()):
                 log.info("stopped runs still in progress", runs=stopped)
         await stopping
+        if self._shared_limits is not None:
+            await self._shared_limits.close()
         await self.security.stop()
         await self.observability.stop()
 
@@ -161,13 +175,16 @@ class AgentServer:
 
 
 def interceptor_chain(
-    security: Security | None = None, observability: Observability | None = None
+    security: Security | None = None,
+    observability: Observability | None = None,
+    shared_limits: SharedLimits | None = None,
 ) -> Chain:
     """Every call's steps, outermost first: request ids bind before anything logs, the
     trace continues the caller's (so every later line carries its id), the access log sees
     every outcome (and the principal), metrics count every call (refused ones too),
     authentication names the caller, authorization checks its roles, rate limits count per
-    principal, validation runs just before the servicer. Without ``security``, no
+    principal (across replicas with ``shared_limits``), validation runs just before the
+    servicer. Without ``security``, no
     authentication (every caller trusted); without ``observability``, no metrics or spans."""
     authentication = security.authentication if security else Authentication()
     limits = security.limits if security else RateLimits()
@@ -180,7 +197,7 @@ def interceptor_chain(
             *([metrics] if metrics else []),
             Authenticate(authentication),
             Authorize(),
-            Limit(limits),
+            Limit(limits, shared=shared_limits),
             Validation(),
         ]
     )

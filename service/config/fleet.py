@@ -3,7 +3,7 @@ docs/operations.md, "Running several replicas")."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class FleetSettings(BaseModel):
@@ -34,4 +34,21 @@ class FleetSettings(BaseModel):
         description="Seconds a running turn holds its session without renewal; its replica "
         "renews it every third of that. A replica that dies leaves its sessions usable again "
         "after this, and its turn is recorded as ERROR.",
+    )
+    limits_redis_url: SecretStr | None = Field(
+        None,
+        description="Redis URL (redis://host:6379/0) where every replica keeps the rate and "
+        "stream limits per principal, so they hold for the whole fleet; unset = each replica "
+        "counts on its own (N replicas admit N times the limits). If Redis fails, limits "
+        "fall back to per replica with a WARNING.",
+    )
+    limits_redis_prefix: str = Field(
+        "ragagent:limits:",
+        min_length=1,
+        description="Prefix of the limit keys in LIMITS_REDIS_URL (one per fleet sharing a Redis).",
+    )
+    limits_redis_timeout: float = Field(
+        0.25,
+        gt=0,
+        description="Seconds to wait for Redis before a call is counted per replica instead.",
     )
