@@ -52,3 +52,8 @@ class FleetSettings(BaseModel):
         gt=0,
         description="Seconds to wait for Redis before a call is counted per replica instead.",
     )
+    database_pgbouncer: bool = Field(
+        False,
+        description="DATABASE_URL points at PgBouncer in transaction mode: prepared-statement "
+        "caches off and unique statement names (asyncpg's defaults fail there).",
+    )

@@ -55,6 +55,7 @@ async def open_session_store(settings: Settings, *, clock: Clock = utc_now) -> S
         stale_turn_s=settings.turn_lease,
         history_tokens=settings.session_history_tokens,
         clock=clock,
+        pgbouncer=settings.database_pgbouncer,
         pool=Pool(
             size=settings.database_pool_size,
             max_overflow=settings.database_max_overflow,

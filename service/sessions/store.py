@@ -142,10 +142,11 @@ class SessionStore:
         connect_args: Mapping[str, Any] | None = None,
         pool: Pool = DEFAULT_POOL,
         content: Content = PLAIN,
+        pgbouncer: bool = False,
     ) -> SessionStore:
         """Connects to ``url``, creates or upgrades the schema, recovers interrupted turns."""
         store = cls(
-            create_engine(url, connect_args=connect_args, pool=pool),
+            create_engine(url, connect_args=connect_args, pool=pool, pgbouncer=pgbouncer),
             ttl_s=ttl_s,
             stale_turn_s=stale_turn_s,
             history_tokens=history_tokens,

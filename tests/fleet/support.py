@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.processes import ServerProcess
+from tests.processes import ServerProcess, free_port
 
 POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -134,3 +139,62 @@ def _all(local: Any, collection: str) -> list[Any]:
         found.extend(page)
         if offset is None:
             return found
+
+
+PGBOUNCER = Path("/usr/sbin/pgbouncer")
+
+
+@contextmanager
+def pgbouncer(dsn: str) -> Iterator[str]:
+    """A PgBouncer of this test's own (transaction pooling, a free port) in front of the
+    database of ``dsn``; yields the DSN that goes through it. Skips without PgBouncer
+    (``apt-get install pgbouncer``)."""
+    if not PGBOUNCER.exists():
+        pytest.skip("PgBouncer is not installed (apt-get install pgbouncer)")
+    parts = urlsplit(dsn)
+    user, _, hostport = parts.netloc.rpartition("@")
+    host, _, port = hostport.partition(":")
+    database = parts.path.lstrip("/")
+    listen = free_port()
+    # PgBouncer refuses to run as root: as root, it is started as nobody, who must be able
+    # to read its files and write its log (a folder of its own outside pytest's 0700 tree).
+    folder = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+    folder.chmod(0o777)
+    (folder / "users.txt").write_text(f'"{user}" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"{database} = host={host} port={port or 5432} dbname={database}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {listen}\n"
+        f"unix_socket_dir =\nauth_type = trust\nauth_file = {folder / 'users.txt'}\n"
+        "pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 200\n"
+        f"logfile = {folder / 'pgbouncer.log'}\n"
+    )
+    process = subprocess.Popen(
+        [
+            str(PGBOUNCER),
+            *(["-u", "nobody"] if os.geteuid() == 0 else []),
+            str(folder / "pgbouncer.ini"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(listen, process)
+        yield urlunsplit((parts.scheme, f"{user}@127.0.0.1:{listen}", parts.path, "", ""))
+    finally:
+        process.terminate()
+        process.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"PgBouncer exited with {process.returncode}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError("PgBouncer did not listen within 10 s")
