@@ -121,6 +121,7 @@ async def open_store(
         term_check=term_check,
         hybrid=settings.retrieval_mode == "hybrid",
         piece_weight=settings.piece_weight,
+        cluster=settings.qdrant_cluster,
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()

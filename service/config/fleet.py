@@ -57,3 +57,31 @@ class FleetSettings(BaseModel):
         description="DATABASE_URL points at PgBouncer in transaction mode: prepared-statement "
         "caches off and unique statement names (asyncpg's defaults fail there).",
     )
+    qdrant_shard_number: int | None = Field(
+        None,
+        ge=1,
+        description="Shards of a collection created on a Qdrant cluster; unset = Qdrant's "
+        "default (one per node). Applied only when the collection is created.",
+    )
+    qdrant_replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Copies of each shard on a Qdrant cluster (collections created by ragagent: "
+        "chunks, records, leases); unset = Qdrant's default (1).",
+    )
+    qdrant_write_consistency_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas that must confirm a write before Qdrant acknowledges it; at most "
+        "QDRANT_REPLICATION_FACTOR; unset = Qdrant's default (1).",
+    )
+
+    @property
+    def qdrant_cluster(self) -> dict[str, int]:
+        """The creation parameters of a cluster's collections that are set."""
+        chosen = {
+            "shard_number": self.qdrant_shard_number,
+            "replication_factor": self.qdrant_replication_factor,
+            "write_consistency_factor": self.qdrant_write_consistency_factor,
+        }
+        return {name: value for name, value in chosen.items() if value is not None}

@@ -71,8 +71,17 @@ class QdrantLease:
     ``ttl``: seconds a lease lasts without renewal. ``wait``: the longest a writer waits for
     another before giving up with an error."""
 
-    def __init__(self, calls: QdrantCalls, collection: str, *, ttl: float, wait: float) -> None:
+    def __init__(
+        self,
+        calls: QdrantCalls,
+        collection: str,
+        *,
+        ttl: float,
+        wait: float,
+        cluster: dict[str, Any] | None = None,
+    ) -> None:
         self._calls = calls
+        self._cluster = dict(cluster or {})
         self.collection = f"{collection}__leases"
         self._point = str(uuid.uuid5(uuid.NAMESPACE_URL, f"ragagent-write-lease:{collection}"))
         self._ttl = ttl
@@ -90,7 +99,12 @@ class QdrantLease:
         ):
             await setup_call(
                 self._calls,
-                partial(client.create_collection, self.collection, vectors_config={}),
+                partial(
+                    client.create_collection,
+                    self.collection,
+                    vectors_config={},
+                    **self._cluster,
+                ),
                 deadline,
                 "creating the leases collection",
             )
@@ -233,5 +247,5 @@ def corpus_lease(store: object, *, ttl: float, wait: float) -> WriteLease:
     from service.retrieval.qdrant_store import QdrantStore
 
     if isinstance(store, QdrantStore):
-        return QdrantLease(store.calls, store.collection, ttl=ttl, wait=wait)
+        return QdrantLease(store.calls, store.collection, ttl=ttl, wait=wait, cluster=store.cluster)
     return LocalLease()

@@ -33,7 +33,9 @@ class DocumentRecords:
         self._chunks = collection
         self.collection = f"{collection}__documents"
 
-    async def ensure(self, *, deadline: Deadline | None = None) -> None:
+    async def ensure(
+        self, *, deadline: Deadline | None = None, cluster: dict[str, Any] | None = None
+    ) -> None:
         """Creates the records collection (backfilled) unless it exists; several replicas
         may do this at once: the one whose create succeeds backfills (see qdrant_create)."""
         client = self._calls.client
@@ -46,7 +48,9 @@ class DocumentRecords:
             return
         created = await setup_call(
             self._calls,
-            partial(client.create_collection, self.collection, vectors_config={}),
+            partial(
+                client.create_collection, self.collection, vectors_config={}, **(cluster or {})
+            ),
             deadline,
             "creating the records collection",
         )

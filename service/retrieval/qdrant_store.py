@@ -66,8 +66,11 @@ class QdrantStore:
         executor: Blocking | None = None,
         hybrid: bool = False,
         piece_weight: float = 0.0,
+        cluster: dict[str, Any] | None = None,
     ) -> None:
         self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
+        # Shards, replication, write consistency of the collections this store creates.
+        self.cluster = dict(cluster or {})
         self._call = self._calls.run
         self._client = client
         self._term_check = term_check
@@ -104,8 +107,9 @@ class QdrantStore:
             model_name=self._embedder.model_name,
             payload_indexes=self._payload_indexes,
             deadline=deadline,
+            cluster=self.cluster,
         )
-        await self._records.ensure(deadline=deadline)
+        await self._records.ensure(deadline=deadline, cluster=self.cluster)
         if self.hybrid and not self._named:
             log.warning(
                 "hybrid retrieval needs a collection with named dense and bm25 vectors; this "

@@ -71,6 +71,7 @@ class QdrantStandIn:
         self._faults: list[Fault] = []
         self.calls: list[str] = []  # "METHOD path" of every call answered, in order
         self.answered: dict[int, int] = {}  # status -> count
+        self.created: dict[str, Any] = {}  # collection -> the body that created it
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -143,6 +144,9 @@ class QdrantStandIn:
                 status = 404
             return self._error(status, call, f"Wrong input: {exc}")
         self._count(call, 200)
+        if method == "PUT" and re.fullmatch(_C, parsed.path):
+            with self.lock:
+                self.created[parsed.path.rsplit("/", 1)[1]] = body
         return 200, {"result": _dump(result), "status": "ok", "time": time.perf_counter() - started}
 
     def _count(self, call: str, status: int) -> None:
