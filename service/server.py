@@ -33,7 +33,7 @@ from service.api.corpus import CorpusServicer
 from service.api.interceptors import AccessLog, Chain, RequestIds, Validation
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
-from service.api.interceptors.limits import Limit, RateLimits
+from service.api.interceptors.limits import AuthFailureThrottle, Limit, RateLimits
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -76,7 +76,14 @@ class AgentServer:
             else None
         )
         self._server = grpc.aio.server(
-            interceptors=[interceptor_chain(self.security, observe, self._shared_limits)],
+            interceptors=[
+                interceptor_chain(
+                    self.security,
+                    observe,
+                    self._shared_limits,
+                    auth_failures_per_minute=settings.auth_failures_per_minute,
+                )
+            ],
             options=_channel_options(settings),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(
@@ -178,6 +185,7 @@ def interceptor_chain(
     security: Security | None = None,
     observability: Observability | None = None,
     shared_limits: SharedLimits | None = None,
+    auth_failures_per_minute: int = 0,
 ) -> Chain:
     """Every call's steps, outermost first: request ids bind before anything logs, the
     trace continues the caller's (so every later line carries its id), the access log sees
@@ -195,6 +203,8 @@ def interceptor_chain(
             *([tracing] if tracing else []),
             AccessLog(),
             *([metrics] if metrics else []),
+            # Before authentication: a peer past its failures is refused unchecked.
+            AuthFailureThrottle(auth_failures_per_minute),
             Authenticate(authentication),
             Authorize(),
             Limit(limits, shared=shared_limits),

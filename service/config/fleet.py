@@ -57,6 +57,15 @@ class FleetSettings(BaseModel):
         description="DATABASE_URL points at PgBouncer in transaction mode: prepared-statement "
         "caches off and unique statement names (asyncpg's defaults fail there).",
     )
+    # Off by default: behind a proxy (compose's Envoy) every caller has the proxy's
+    # address, and one guesser would lock every caller out.
+    auth_failures_per_minute: int = Field(
+        0,
+        ge=0,
+        description="Failed authentications a peer address may make per minute (per replica) "
+        "before its calls are refused with RESOURCE_EXHAUSTED unchecked; 0 = no limit. Only "
+        "where callers connect directly: behind a proxy every caller shares its address.",
+    )
     qdrant_shard_number: int | None = Field(
         None,
         ge=1,

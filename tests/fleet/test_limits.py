@@ -14,10 +14,11 @@ import structlog
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.api.interceptors.call import Call
-from service.api.interceptors.limits import Limit, RateLimits
+from service.api.interceptors.limits import AuthFailureThrottle, Limit, RateLimits
 from service.errors import RateLimited, TooManyStreams
 from service.fleet.limits import SharedLimits
 from service.security.principal import Principal
+from tests.helpers import running_server
 from tests.processes import ServerProcess, free_port
 from tests.security.support import bearer, new_key
 
@@ -109,3 +110,47 @@ async def test_a_redis_outage_falls_back_to_per_replica_limits_with_a_warning() 
     warnings = [line for line in logs if line["log_level"] == "warning"]
     assert len(warnings) == 1  # once per outage
     assert "per replica" in warnings[0]["event"]
+
+
+async def test_failed_authentications_are_throttled_per_peer(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.jsonl"
+    _, alice = new_key(keys, "alice", "corpus:read")
+    async with running_server(
+        tmp_path / "data", api_keys_file=keys, auth_failures_per_minute=10
+    ) as srv:
+        stub = corpus_pb2_grpc.CorpusServiceStub(srv.channel)
+
+        async def stats(credential: str) -> str:
+            try:
+                await stub.GetCorpusStats(
+                    corpus_pb2.GetCorpusStatsRequest(), metadata=bearer(credential), timeout=10
+                )
+            except grpc.aio.AioRpcError as error:
+                return error.code().name
+            return "OK"
+
+        guesses = [await stats(f"rag_wrong{n}") for n in range(300)]
+        meanwhile = await stats(alice)  # the same address: refused unchecked too
+    assert guesses.count("UNAUTHENTICATED") == 10
+    assert guesses.count("RESOURCE_EXHAUSTED") == 290
+    assert meanwhile == "RESOURCE_EXHAUSTED"
+
+
+def test_the_throttle_counts_failures_only_and_refills() -> None:
+    now = [0.0]
+    throttle = AuthFailureThrottle(2, clock=lambda: now[0])
+    bad = _call("x")
+    bad.peer = "ipv4:10.0.0.7:5555"
+    for _ in range(2):
+        throttle.start(bad)
+        throttle.end(bad, grpc.StatusCode.UNAUTHENTICATED)
+    other = _call("y")
+    other.peer = "ipv4:10.0.0.8:5555"
+    throttle.start(other)  # another address is not affected
+    bad.peer = "ipv4:10.0.0.7:6000"  # another port, same address: refused
+    with pytest.raises(RateLimited):
+        throttle.start(bad)
+    now[0] += 30.0  # 2 a minute: one back after 30 s
+    throttle.start(bad)
+    throttle.end(bad, grpc.StatusCode.OK)  # successes cost nothing
+    throttle.start(bad)

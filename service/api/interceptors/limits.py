@@ -172,3 +172,67 @@ def _too_many(limit: int) -> TooManyStreams:
         f"at most {limit} streams may be open at once per caller",
         retry_after_s=STREAM_RETRY_S,
     )
+
+
+def peer_host(peer: str) -> str:
+    """The address of grpc's peer string without its port ("ipv4:10.0.0.7:51234" ->
+    "ipv4:10.0.0.7", "ipv6:[::1]:5" -> "ipv6:[::1]"); a unix socket's is kept whole."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rsplit(":", 1)[0]
+    return peer
+
+
+class AuthFailureThrottle:
+    """Failed authentications per peer address: after ``per_minute`` of them (a bucket
+    holding a minute's worth, refilled at that rate) a peer's calls are refused with
+    RESOURCE_EXHAUSTED before their credentials are even checked, so guessing keys costs
+    time. Runs before authentication; counts in this replica (a guesser spread over N
+    replicas gets N times the rate). Buckets are bounded like :class:`Limit`'s."""
+
+    def __init__(
+        self,
+        per_minute: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_peers: int = 10_000,
+    ) -> None:
+        self._capacity = float(per_minute)
+        self._per_second = per_minute / 60.0
+        self._clock = clock
+        self._max_peers = max_peers
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def _refilled(self, peer: str) -> _Bucket | None:
+        bucket = self._buckets.get(peer)
+        if bucket is not None:
+            now = self._clock()
+            elapsed = max(0.0, now - bucket.updated)
+            bucket.tokens = min(self._capacity, bucket.tokens + elapsed * self._per_second)
+            bucket.updated = now
+        return bucket
+
+    def start(self, call: Call) -> None:
+        if not self._capacity or is_open(call.method):
+            return
+        bucket = self._refilled(peer_host(call.peer))
+        if bucket is not None and bucket.tokens < 1.0:
+            raise RateLimited(
+                f"too many failed authentications from this address (at most "
+                f"{self._capacity:g} a minute); fix the credentials and retry later",
+                retry_after_s=round((1.0 - bucket.tokens) / self._per_second + 0.0005, 3),
+            )
+
+    def message(self, call: Call, message: Message, index: int | None) -> None:
+        return None
+
+    def end(self, call: Call, code: grpc.StatusCode) -> None:
+        if not self._capacity or code != grpc.StatusCode.UNAUTHENTICATED:
+            return
+        peer = peer_host(call.peer)
+        bucket = self._refilled(peer)
+        if bucket is None:
+            bucket = self._buckets[peer] = _Bucket(self._capacity, self._clock())
+            if len(self._buckets) > self._max_peers:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(peer)
+        bucket.tokens = max(0.0, bucket.tokens - 1.0)
