@@ -133,6 +133,9 @@ class QdrantLease:
                 wait=True,
                 update_filter=only_if,
                 update_mode=mode,
+                # Through the shard's permanent leader: conditional writes of two writers are
+                # decided in one order on a replicated cluster too.
+                ordering=models.WriteOrdering.STRONG,
             ),
             deadline,
             "writing the corpus write lease",
@@ -140,7 +143,13 @@ class QdrantLease:
 
     async def _read(self, deadline: Deadline | None) -> dict[str, Any]:
         found = await self._calls.run(
-            partial(self._calls.client.retrieve, self.collection, ids=[self._point]),
+            partial(
+                self._calls.client.retrieve,
+                self.collection,
+                ids=[self._point],
+                # A majority of replicas: the read-back sees the write it follows.
+                consistency=models.ReadConsistencyType.MAJORITY,
+            ),
             deadline,
             "reading the corpus write lease",
         )

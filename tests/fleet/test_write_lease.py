@@ -64,10 +64,14 @@ def test_twenty_writers_with_the_lease_leave_no_document_inconsistent() -> None:
 
 
 def test_without_the_shared_lease_the_same_writes_corrupt_documents() -> None:
-    # The control: proves the check above can fail.
+    # The control: proves the check above can fail. The race is a matter of timing, so up
+    # to 3 trials (in 6 runs one trial was enough 5 times, with 1 to 5 documents of 8).
+    trial, problems = 0, []
     with qdrant_standin(latency=0.005) as standin:
-        problems = _run(standin, shared_lease=False)
-    print(f"without the shared lease: {len(problems)} of {len(PAGES)} documents inconsistent")
+        while not problems and trial < 3:
+            trial += 1
+            problems = _run(standin, shared_lease=False)
+    print(f"without the shared lease, trial {trial}: {len(problems)} of {len(PAGES)} inconsistent")
     assert problems != []
 
 
