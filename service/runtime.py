@@ -111,6 +111,7 @@ async def open_store(
         collection=settings.qdrant_collection,
         timeout=settings.qdrant_timeout,
         hybrid=settings.retrieval_mode == "hybrid",
+        cluster=settings.qdrant_cluster,
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()

@@ -34,11 +34,13 @@ from service.api.health_port import HealthPort
 from service.api.interceptors import AccessLog, Chain, Layer, RequestIds, Validation
 from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
-from service.api.interceptors.limits import Limit, RateLimits
+from service.api.interceptors.limits import AuthFailureThrottle, Limit, RateLimits
 from service.api.readable import DocumentsReadable
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
+from service.fleet.lease import corpus_lease
+from service.fleet.limits import SharedLimits
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.observability.wiring import Observability
@@ -67,7 +69,23 @@ class AgentServer:
         self.health = HealthServicer()
         self.security = Security.from_settings(settings)
         self.observability = observe = runtime.observability
-        layers = interceptor_layers(self.security, observe)
+        redis_url = settings.limits_redis_url
+        # Limits for the whole fleet when replicas share a store (service.fleet.limits).
+        self._shared_limits = (
+            SharedLimits(
+                redis_url.get_secret_value(),
+                prefix=settings.limits_redis_prefix,
+                timeout=settings.limits_redis_timeout,
+            )
+            if redis_url is not None
+            else None
+        )
+        layers = interceptor_layers(
+            self.security,
+            observe,
+            self._shared_limits,
+            auth_failures_per_minute=settings.auth_failures_per_minute,
+        )
         self._server = grpc.aio.server(
             interceptors=[Chain(layers)],
             options=_channel_options(settings),
@@ -83,14 +101,21 @@ class AgentServer:
             unlabelled_public=settings.access_unlabelled == "public",
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(agent, self._server)
-        # One servicer per server: it serialises ingests with a lock of its own.
+        # One document written at a time per collection, across replicas (service.fleet).
+        lease = corpus_lease(
+            runtime.store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait
+        )
         ingestor = Ingestor(
-            runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
+            runtime.embedder,
+            observe.chunk_store(runtime.store),
+            executor=runtime.executor,
+            lease=lease,
         )
         corpus = CorpusServicer(
             ingestor,
             runtime.store,
             unlabelled_public=settings.access_unlabelled == "public",
+            idle_timeout=settings.ingest_idle_timeout,
         )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(corpus, self._server)
         self._services = [AGENT_SERVICE, CORPUS_SERVICE]
@@ -194,6 +219,8 @@ class AgentServer:
         await stopping
         if self.health_port is not None:
             await self.health_port.stop()
+        if self._shared_limits is not None:
+            await self._shared_limits.close()
         await self.security.stop()
         await self.observability.stop()
 
@@ -209,20 +236,34 @@ class AgentServer:
 
 
 def interceptor_chain(
-    security: Security | None = None, observability: Observability | None = None
+    security: Security | None = None,
+    observability: Observability | None = None,
+    shared_limits: SharedLimits | None = None,
+    auth_failures_per_minute: int = 0,
 ) -> Chain:
     """The gRPC server's one interceptor over :func:`interceptor_layers`."""
-    return Chain(interceptor_layers(security, observability))
+    return Chain(
+        interceptor_layers(
+            security,
+            observability,
+            shared_limits,
+            auth_failures_per_minute=auth_failures_per_minute,
+        )
+    )
 
 
 def interceptor_layers(
-    security: Security | None = None, observability: Observability | None = None
+    security: Security | None = None,
+    observability: Observability | None = None,
+    shared_limits: SharedLimits | None = None,
+    auth_failures_per_minute: int = 0,
 ) -> list[Layer]:
     """Every call's steps, outermost first: request ids bind before anything logs, the
     trace continues the caller's (so every later line carries its id), the access log sees
     every outcome (and the principal), metrics count every call (refused ones too),
     authentication names the caller, authorization checks its roles, rate limits count per
-    principal, validation runs just before the servicer. Without ``security``, no
+    principal (across replicas with ``shared_limits``), validation runs just before the
+    servicer. Without ``security``, no
     authentication (every caller trusted); without ``observability``, no metrics or spans."""
     authentication = security.authentication if security else Authentication()
     limits = security.limits if security else RateLimits()
@@ -232,9 +273,11 @@ def interceptor_layers(
         *([tracing] if tracing else []),
         AccessLog(),
         *([metrics] if metrics else []),
+        # Before authentication: a peer past its failures is refused unchecked.
+        AuthFailureThrottle(auth_failures_per_minute),
         Authenticate(authentication),
         Authorize(),
-        Limit(limits),
+        Limit(limits, shared=shared_limits),
         Validation(),
     ]
 

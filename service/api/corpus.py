@@ -1,9 +1,13 @@
 """CorpusService: documents in and out of the index of a running server.
 
-Writes are serialised: one ingest (or delete) at a time holds ``_write_lock``. The ingest
-pipeline reads the stored document hashes once at the start of a run and decides from
-them what to write; two runs interleaving would both judge the same new document "added"
-and write it twice, and a pruning run could delete a document another run is writing.
+Writes of one document are serialised by the ingestor's write lease (service.fleet.lease),
+held while that document is written and across every replica and ``ragagent ingest`` of a
+Qdrant server; nothing is held while the stream waits for the client, so an idle stream
+blocks nobody, and it is ended after ``idle_timeout`` seconds without a message
+(DEADLINE_EXCEEDED, saying what was written). Two ingests at once may both judge the same
+new document "added" and both write it (the same chunks, one after the other); a pruning
+run deletes, one document at a time under the lease, what it did not receive, which
+includes a document another run added meanwhile (the last writer wins, consistently).
 Reads (listing, stats) take no lock: the store keeps every document consistent on its
 own, and a listing taken during an ingest simply shows it part-way.
 
@@ -40,10 +44,10 @@ from service.access import ADMIN_ONLY, GROUP, PRINCIPAL, LabelError, ReadAccess,
 from service.api.convert import duration, timestamp
 from service.api.identity import caller_access, current_caller
 from service.domain import Deadline, DocumentSummary
-from service.errors import FieldViolation, InvalidArgument
+from service.errors import DeadlineExceeded, FieldViolation, InvalidArgument
 from service.ingest.loader import SourceDocument
 from service.ingest.outcome import DocumentStatus, IngestEvent, IngestSummary
-from service.ingest.pipeline import Ingestor, Progress
+from service.ingest.pipeline import Ingestor, InputStalled, Progress
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder
 from service.security.principal import Role
@@ -53,6 +57,8 @@ DEFAULT_PAGE_SIZE = 50
 DRAIN_S = 5.0
 # How long a pruning ingest waits, after the stream's end, to hear of a cancellation.
 END_GRACE_S = 0.1
+# Default for how long an ingest stream may send nothing (RAGAGENT_INGEST_IDLE_TIMEOUT).
+IDLE_TIMEOUT_S = 30.0
 # IngestDocumentsResponse.warnings: most lines, longest line.
 MAX_WARNINGS = 1000
 MAX_WARNING_CHARS = 2048
@@ -89,11 +95,13 @@ class IngestTally:
 
     def __init__(self, then: Progress | None = None) -> None:
         self.emptied = 0
+        self.counts: dict[DocumentStatus, int] = {}
         self._then = then
 
     def __call__(self, event: IngestEvent) -> None:
         if event.status is DocumentStatus.EMPTY and event.chunks_deleted > 0:
             self.emptied += 1
+        self.counts[event.status] = self.counts.get(event.status, 0) + 1
         if self._then is not None:
             self._then(event)
 
@@ -153,6 +161,20 @@ def decode_page_token(token: str) -> str:
     return document_id
 
 
+async def next_message(
+    messages: AsyncIterator[corpus_pb2.IngestDocumentsRequest], idle_timeout: float
+) -> corpus_pb2.IngestDocumentsRequest | None:
+    """The stream's next message, None at its end; InputStalled after ``idle_timeout`` s
+    without one. Nothing is held while this waits (see the module docstring)."""
+    try:
+        async with asyncio.timeout(idle_timeout):
+            return await anext(messages, None)
+    except TimeoutError:
+        raise InputStalled(
+            f"the stream sent nothing for {idle_timeout:g} s (RAGAGENT_INGEST_IDLE_TIMEOUT)"
+        ) from None
+
+
 class _StreamDocuments:
     """The documents of an ingest stream, read one message at a time as the pipeline asks.
 
@@ -165,10 +187,12 @@ class _StreamDocuments:
         first: corpus_pb2.IngestDocumentsRequest | None,
         rest: AsyncIterator[corpus_pb2.IngestDocumentsRequest],
         confirm_end: Callable[[], Awaitable[None]] | None = None,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         self._first = first
         self._rest = rest
         self._confirm_end = confirm_end
+        self._idle_timeout = idle_timeout
         self.index = -1
 
     async def __aiter__(self) -> AsyncIterator[SourceDocument]:
@@ -179,7 +203,7 @@ class _StreamDocuments:
                 self.index = index
                 yield SourceDocument(message.document.path, message.document.content)
             index += 1
-            message = await anext(self._rest, None)
+            message = await next_message(self._rest, self._idle_timeout)
         if self._confirm_end is not None:
             await self._confirm_end()
 
@@ -236,6 +260,18 @@ def access_to_proto(held: tuple[str, ...]) -> corpus_pb2.DocumentAccess:
     )
 
 
+def _committed(tally: IngestTally) -> str:
+    """What an ended stream wrote before it ended, for its error message."""
+    counts = tally.counts
+    written = counts.get(DocumentStatus.ADDED, 0) + counts.get(DocumentStatus.UPDATED, 0)
+    return (
+        f"written before that and kept: {written} documents "
+        f"({counts.get(DocumentStatus.ADDED, 0)} added, "
+        f"{counts.get(DocumentStatus.UPDATED, 0)} updated), "
+        f"{counts.get(DocumentStatus.UNCHANGED, 0)} unchanged; nothing was pruned"
+    )
+
+
 def document_info(summary: DocumentSummary) -> corpus_pb2.DocumentInfo:
     return corpus_pb2.DocumentInfo(
         access=access_to_proto(summary.access),
@@ -255,15 +291,20 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
     """Converts CorpusService messages to ingest pipeline and store calls and back."""
 
     def __init__(
-        self, ingestor: Ingestor, index: CorpusIndex, *, unlabelled_public: bool = False
+        self,
+        ingestor: Ingestor,
+        index: CorpusIndex,
+        *,
+        unlabelled_public: bool = False,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         """``unlabelled_public``: unlabelled documents are listed to every caller
-        (RAGAGENT_ACCESS_UNLABELLED); listings show only what the caller may read."""
+        (RAGAGENT_ACCESS_UNLABELLED); listings show only what the caller may read.
+        ``idle_timeout``: longest an ingest stream may send nothing."""
         self._ingestor = ingestor
         self._index = index
         self._unlabelled_public = unlabelled_public
-        # One ingest or delete at a time (see the module docstring); reads never wait on it.
-        self._write_lock = asyncio.Lock()
+        self._idle_timeout = idle_timeout
 
     def _listing_access(self) -> ReadAccess | None:
         """What the caller's listings show: every document to a writer (it replaces,
@@ -299,32 +340,37 @@ class CorpusServicer(corpus_pb2_grpc.CorpusServiceServicer):
     ) -> IngestSummary:
         deadline = Deadline.after(context.time_remaining())
         messages = aiter(request_iterator)
-        first = await anext(messages, None)
+        first = await next_message(messages, self._idle_timeout)
         options = first.options if first is not None else corpus_pb2.IngestOptions()
         granted = options_labels(options)
-        documents = _StreamDocuments(first, messages, _confirm_end if options.prune else None)
-        async with self._write_lock:
-            try:
-                return await self._ingestor.ingest(
-                    documents,
-                    base_url=options.base_url,
-                    prune=options.prune,
-                    progress=tally,
-                    deadline=deadline,
-                    access=granted,
-                )
-            except InvalidArgument as error:
-                raise documents.locate(error) from None
+        documents = _StreamDocuments(
+            first,
+            messages,
+            _confirm_end if options.prune else None,
+            idle_timeout=self._idle_timeout,
+        )
+        try:
+            return await self._ingestor.ingest(
+                documents,
+                base_url=options.base_url,
+                prune=options.prune,
+                progress=tally,
+                deadline=deadline,
+                access=granted,
+            )
+        except InvalidArgument as error:
+            raise documents.locate(error) from None
+        except InputStalled as error:
+            raise DeadlineExceeded(f"{error}; {_committed(tally)}") from None
 
     async def DeleteDocument(
         self,
         request: corpus_pb2.DeleteDocumentRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> corpus_pb2.DeleteDocumentResponse:
-        async with self._write_lock:
-            removed = await self._ingestor.delete(
-                request.document_id, deadline=Deadline.after(context.time_remaining())
-            )
+        removed = await self._ingestor.delete(
+            request.document_id, deadline=Deadline.after(context.time_remaining())
+        )
         return corpus_pb2.DeleteDocumentResponse(chunks_deleted=removed)
 
     async def ListDocuments(

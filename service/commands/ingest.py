@@ -33,6 +33,7 @@ from service.commands.ingest_report import IngestOutcome, ProgressView, progress
 from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import InvalidArgument
+from service.fleet.lease import corpus_lease
 from service.ingest.loader import SourceDocument, SourceFolder
 from service.ingest.outcome import IngestEvent
 from service.ingest.pipeline import Ingestor
@@ -198,7 +199,12 @@ async def ingest_local(
         open_runtime = Runtime.open
     runtime = await open_runtime(settings)
     try:
-        ingestor = Ingestor(runtime.embedder, runtime.store)
+        # Other writers of a Qdrant server's collection (replicas, other ingests) wait
+        # for this one's documents and it for theirs (service.fleet.lease).
+        lease = corpus_lease(
+            runtime.store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait
+        )
+        ingestor = Ingestor(runtime.embedder, runtime.store, lease=lease)
         tally = IngestTally(then=progress)
         summary = await ingestor.ingest(
             documents, base_url=base_url, prune=prune, progress=tally, access=access

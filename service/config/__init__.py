@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.config.access import AccessSettings
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
+from service.config.fleet import FleetSettings
 from service.config.health import HealthSettings
 from service.config.http import HttpSettings
 from service.config.paths import default_data_dir, default_model_dir
@@ -40,6 +41,7 @@ __all__ = [
 class Settings(
     HttpSettings,
     AccessSettings,
+    FleetSettings,
     SessionSettings,
     AgentSettings,
     ModelSettings,

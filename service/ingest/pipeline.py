@@ -8,6 +8,11 @@ lookup, while a changed configuration re-indexes everything. An interrupted run 
 most one document half-written, which the store no longer reports as consistent, so the
 next run writes it again.
 
+Several writers (replicas, ``ragagent ingest`` commands) may write one collection at once:
+each document is written or deleted under the injected :class:`WriteLease`, held for that
+document only (see service.fleet.lease), so writes of one document never interleave and
+nothing is held while the input is read, parsed or embedded.
+
 Parsing and chunking are pure Python (0.5-2 s for a long page): they run on the injected
 executor, the runtime's in a server, so that an ingest does not stall every other stream.
 """
@@ -24,6 +29,7 @@ from service.agent.sentences import split_pieces
 from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
+from service.fleet.lease import LocalLease, WriteLease
 from service.ingest.chunker import Chunker
 from service.ingest.frontmatter import without_access_key
 from service.ingest.labels import document_labels
@@ -46,6 +52,11 @@ _LIST_PAGE = 200
 Progress = Callable[[IngestEvent], None]
 
 
+class InputStalled(DeadlineExceeded):
+    """The documents' source sent nothing for too long (an idle ingest stream). Raised by
+    the source; what arrived before it is written before the error propagates."""
+
+
 class Ingestor:
     """Chunks, embeds and stores documents through the injected embedder and store.
 
@@ -54,7 +65,8 @@ class Ingestor:
     local embedder runs one ONNX thread per call (what serves concurrent questions best),
     so one call at a time would leave the second of 2 cores idle during an ingest.
     ``executor`` runs parsing and chunking (see the module docstring); the default runs
-    them on the caller's thread.
+    them on the caller's thread. ``lease`` is held while each document is written or
+    deleted (the default serialises this process's writers only).
     """
 
     def __init__(
@@ -67,6 +79,7 @@ class Ingestor:
         chunker: Chunker | None = None,
         clock: Callable[[], datetime] | None = None,
         executor: Blocking = INLINE,
+        lease: WriteLease | None = None,
     ) -> None:
         if batch_size < 1 or parallel < 1:
             raise ValueError("batch_size and parallel must be at least 1")
@@ -77,6 +90,7 @@ class Ingestor:
         self._chunker = chunker or Chunker(embedder.count_tokens, max_tokens=embedder.max_tokens)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._executor = executor
+        self._lease = lease or LocalLease()
 
     @property
     def config_version(self) -> str:
@@ -185,8 +199,8 @@ class Ingestor:
                     pending.append(prepared)
                     if sum(len(p.chunks) for p in pending) >= self._batch_size:
                         await self._flush(pending, known, deadline, report)
-        except InvalidArgument:
-            # Bad input ends the run, but what arrived before it is good: keep it.
+        except (InvalidArgument, InputStalled):
+            # Bad or stalled input ends the run, but what arrived before it is good: keep it.
             await self._flush(pending, known, deadline, report)
             raise
         await self._flush(pending, known, deadline, report)
@@ -194,7 +208,8 @@ class Ingestor:
             for document_id in await self._stored_ids(deadline):
                 if document_id not in seen:
                     _check_deadline(deadline, summary)
-                    removed = await self._store.delete_document(document_id, deadline=deadline)
+                    async with self._lease.hold(deadline):
+                        removed = await self._store.delete_document(document_id, deadline=deadline)
                     report(IngestEvent(document_id, DocumentStatus.DELETED, 0, removed))
         summary.duration_s = time.monotonic() - started
         return summary
@@ -252,12 +267,15 @@ class Ingestor:
         deadline: Deadline | None,
     ) -> IngestEvent:
         doc_id = prepared.document_id
-        if not prepared.chunks:
-            removed = await self._store.delete_document(doc_id, deadline=deadline)
-            return IngestEvent(doc_id, DocumentStatus.EMPTY, 0, removed, prepared.warnings)
-        removed = await self._store.replace_document(
-            doc_id, prepared.chunks, vectors, deadline=deadline
-        )
+        # Held for this document's calls only: another writer's calls for the same document
+        # interleaving with these would leave its record and its chunks disagreeing.
+        async with self._lease.hold(deadline):
+            if not prepared.chunks:
+                removed = await self._store.delete_document(doc_id, deadline=deadline)
+                return IngestEvent(doc_id, DocumentStatus.EMPTY, 0, removed, prepared.warnings)
+            removed = await self._store.replace_document(
+                doc_id, prepared.chunks, vectors, deadline=deadline
+            )
         status = DocumentStatus.UPDATED if doc_id in known else DocumentStatus.ADDED
         return IngestEvent(doc_id, status, len(prepared.chunks), removed, prepared.warnings)
 
@@ -322,7 +340,8 @@ class Ingestor:
 
     async def delete(self, document_id: str, *, deadline: Deadline | None = None) -> int:
         """Removes a document's chunks; :class:`DocumentNotFound` when it has none."""
-        removed = await self._store.delete_document(document_id, deadline=deadline)
+        async with self._lease.hold(deadline):
+            removed = await self._store.delete_document(document_id, deadline=deadline)
         if removed == 0:
             raise DocumentNotFound("document", document_id)
         return removed

@@ -21,6 +21,7 @@ from qdrant_client import AsyncQdrantClient, models
 from service.domain import Deadline
 from service.errors import DeadlineExceeded, RagAgentError, StoreMismatch, StoreUnavailable
 from service.executor import Blocking
+from service.retrieval.qdrant_create import setup_call
 
 T = TypeVar("T")
 Request = Callable[[], Coroutine[Any, Any, T]]
@@ -96,66 +97,70 @@ async def ensure_collection(
     model_name: str,
     payload_indexes: bool,
     deadline: Deadline | None = None,
+    cluster: dict[str, Any] | None = None,
 ) -> bool:
     """Creates the collection for the embedder, or checks that the existing one fits it.
 
     True when it has named vectors: ``dense`` and the sparse ``bm25`` that hybrid search
     needs (every collection made now); False for one made before, with its one unnamed
-    vector, which keeps working for dense search."""
+    vector, which keeps working for dense search. ``cluster``: shard number, replication
+    and write consistency factors for a new collection (see service.config.fleet)."""
     client = calls.client
-    if await calls.run(
-        partial(client.collection_exists, collection), deadline, "checking the collection"
-    ):
-        info = await calls.run(
-            partial(client.get_collection, collection), deadline, "reading the collection"
-        )
-        check_fits(info, collection, dimension=dimension, model_name=model_name)
-        if payload_indexes and "access" not in (info.payload_schema or {}):
-            # Added after collections were first made (document permissions).
-            await calls.run(
+    # Every step tolerates other replicas doing the same at once (see qdrant_create).
+    exists = await setup_call(
+        calls, partial(client.collection_exists, collection), deadline, "checking the collection"
+    )
+    created = False
+    if not exists:
+        created = (
+            await setup_call(
+                calls,
                 partial(
-                    client.create_payload_index,
+                    client.create_collection,
                     collection,
-                    "access",
-                    models.PayloadSchemaType.KEYWORD,
+                    vectors_config={
+                        DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+                    },
+                    # The engine keeps the IDF part of BM25: documents store term frequencies.
+                    sparse_vectors_config={
+                        SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    },
+                    metadata={"embedding_model": model_name},
+                    **(cluster or {}),
                 ),
                 deadline,
-                "creating payload indexes",
+                "creating the collection",
             )
-        return isinstance(info.config.params.vectors, dict) and SPARSE in (
-            info.config.params.sparse_vectors or {}
+            is not None
         )
-    await calls.run(
-        partial(
-            client.create_collection,
-            collection,
-            vectors_config={
-                DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
-            },
-            # The engine keeps the IDF part of BM25: documents store term frequencies only.
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            metadata={"embedding_model": model_name},
-        ),
-        deadline,
-        "creating the collection",
+    info = None
+    if not created:  # it was there, or another replica made it first: does it fit?
+        info = await setup_call(
+            calls, partial(client.get_collection, collection), deadline, "reading the collection"
+        )
+        assert info is not None  # a read never answers 409
+        check_fits(info, collection, dimension=dimension, model_name=model_name)
+    named = info is None or (
+        isinstance(info.config.params.vectors, dict)
+        and SPARSE in (info.config.params.sparse_vectors or {})
     )
     if not payload_indexes:  # local mode ignores them (and warns)
-        return True
+        return named
+    # Made by whoever created the collection; a replica that finds one missing (its maker
+    # stopped half-way) makes it. Creating an index that exists is accepted by Qdrant.
+    have = set(info.payload_schema) if info is not None else set()
     schemas: list[tuple[str, models.PayloadSchemaType | models.TextIndexParams]] = [
         (name, models.PayloadSchemaType.KEYWORD) for name in KEYWORD_INDEXES
     ]
-    # The term check matches whole lower-cased words, as local mode does unindexed.
-    text = models.TextIndexParams(
-        type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True
-    )
-    schemas.append(("text", text))
     for name, schema in schemas:
-        await calls.run(
-            partial(client.create_payload_index, collection, name, schema),
-            deadline,
-            "creating payload indexes",
-        )
-    return True
+        if name not in have:
+            await setup_call(
+                calls,
+                partial(client.create_payload_index, collection, name, schema, wait=True),
+                deadline,
+                "creating payload indexes",
+            )
+    return named
 
 
 def check_fits(

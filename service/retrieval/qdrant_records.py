@@ -19,6 +19,7 @@ from qdrant_client import models
 from service.domain import Chunk, Deadline, DocumentSummary
 from service.retrieval.edge_payload import document_record, record_id, summary
 from service.retrieval.qdrant_calls import QdrantCalls
+from service.retrieval.qdrant_create import setup_call
 from service.retrieval.qdrant_payload import chunk_from_payload, complete_documents
 
 _PAGE = 512
@@ -32,18 +33,29 @@ class DocumentRecords:
         self._chunks = collection
         self.collection = f"{collection}__documents"
 
-    async def ensure(self, *, deadline: Deadline | None = None) -> None:
+    async def ensure(
+        self, *, deadline: Deadline | None = None, cluster: dict[str, Any] | None = None
+    ) -> None:
+        """Creates the records collection (backfilled) unless it exists; several replicas
+        may do this at once: the one whose create succeeds backfills (see qdrant_create)."""
         client = self._calls.client
-        if await self._calls.run(
-            partial(client.collection_exists, self.collection), deadline, "checking records"
+        if await setup_call(
+            self._calls,
+            partial(client.collection_exists, self.collection),
+            deadline,
+            "checking records",
         ):
             return
-        await self._calls.run(
-            partial(client.create_collection, self.collection, vectors_config={}),
+        created = await setup_call(
+            self._calls,
+            partial(
+                client.create_collection, self.collection, vectors_config={}, **(cluster or {})
+            ),
             deadline,
             "creating the records collection",
         )
-        await self._backfill(deadline)
+        if created is not None:
+            await self._backfill(deadline)
 
     async def _backfill(self, deadline: Deadline | None) -> None:
         chunks = await self._scroll(self._chunks, _SUMMARY_FIELDS, deadline)

@@ -63,8 +63,11 @@ class QdrantStore:
         payload_indexes: bool = True,
         executor: Blocking | None = None,
         hybrid: bool = False,
+        cluster: dict[str, Any] | None = None,
     ) -> None:
         self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
+        # Shards, replication, write consistency of the collections this store creates.
+        self.cluster = dict(cluster or {})
         self._call = self._calls.run
         self._client = client
         # The embedded store ignores payload indexes (and warns); a server needs them.
@@ -84,6 +87,11 @@ class QdrantStore:
     def embedder(self) -> Embedder:
         return self._embedder
 
+    @property
+    def calls(self) -> QdrantCalls:
+        """How this store reaches Qdrant (the corpus write lease uses it too)."""
+        return self._calls
+
     async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
         """Creates the collection for the embedder, or checks that the existing one fits it."""
         self._named = await ensure_collection(
@@ -93,8 +101,9 @@ class QdrantStore:
             model_name=self._embedder.model_name,
             payload_indexes=self._payload_indexes,
             deadline=deadline,
+            cluster=self.cluster,
         )
-        await self._records.ensure(deadline=deadline)
+        await self._records.ensure(deadline=deadline, cluster=self.cluster)
         if self.hybrid and not self._named:
             log.warning(
                 "hybrid retrieval needs a collection with named dense and bm25 vectors; this "

@@ -52,8 +52,10 @@ async def open_session_store(settings: Settings, *, clock: Clock = utc_now) -> S
     return await SessionStore.open(
         url,
         ttl_s=settings.session_ttl,
+        stale_turn_s=settings.turn_lease,
         history_tokens=settings.session_history_tokens,
         clock=clock,
+        pgbouncer=settings.database_pgbouncer,
         pool=Pool(
             size=settings.database_pool_size,
             max_overflow=settings.database_max_overflow,

@@ -21,6 +21,7 @@ Errors that mean "the database is not there right now" become
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -75,12 +76,28 @@ def sqlite_url(data_dir: Path) -> str:
 
 
 def create_engine(
-    url: str | URL, *, connect_args: Mapping[str, Any] | None = None, pool: Pool = DEFAULT_POOL
+    url: str | URL,
+    *,
+    connect_args: Mapping[str, Any] | None = None,
+    pool: Pool = DEFAULT_POOL,
+    pgbouncer: bool = False,
 ) -> AsyncEngine:
-    """An async engine for ``url``; plain ``sqlite://`` and ``postgresql://`` get async drivers."""
+    """An async engine for ``url``; plain ``sqlite://`` and ``postgresql://`` get async drivers.
+
+    ``pgbouncer``: PostgreSQL is reached through PgBouncer in transaction mode, where
+    consecutive transactions may run on different server connections: asyncpg's statement
+    cache and SQLAlchemy's are off, and each prepared statement gets a unique name, so no
+    statement is looked for on a connection that never prepared it."""
     parsed = _parse(url)
     backend = parsed.get_backend_name()
     extra = dict(connect_args or {})
+    if pgbouncer and backend == "postgresql":
+        extra = {
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": _statement_name,
+            **extra,
+        }
     sizes: dict[str, Any] = {
         "pool_size": pool.size,
         "max_overflow": pool.max_overflow,
@@ -109,6 +126,10 @@ def create_engine(
     raise ConfigurationError(
         f"RAGAGENT_DATABASE_URL: unsupported database {backend!r} (use sqlite or postgresql)"
     )
+
+
+def _statement_name() -> str:
+    return f"__ragagent_{uuid.uuid4().hex}__"
 
 
 def sqlite_writer(url: str | URL) -> Engine:

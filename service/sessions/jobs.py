@@ -163,7 +163,8 @@ class DeleteSession:
 
 @dataclass(frozen=True, slots=True)
 class PurgeExpired:
-    """Fails stale turns, then deletes up to ``limit`` expired sessions; returns how many."""
+    """Fails stale turns, then deletes up to ``limit`` expired sessions; returns how many
+    it deleted, or -1 when another replica's purge holds the purge lock."""
 
     now: datetime
     lifetimes: writes.Lifetimes
@@ -172,6 +173,8 @@ class PurgeExpired:
 
     def __call__(self, connection: Connection) -> int:
         lifetimes, now = self.lifetimes, self.now
+        if not writes.purge_lock(connection):
+            return -1  # another replica is purging right now
         writes.abandon_turns(
             connection,
             now,
@@ -181,5 +184,16 @@ class PurgeExpired:
         )
         query = select(t.sessions.c.id).where(lifetimes.expired_sql(now)).limit(self.limit)
         ids = list(connection.execute(query).scalars())
-        writes.delete_sessions(connection, ids)
-        return len(ids)
+        # The rows this transaction deleted: what it reports.
+        return writes.delete_sessions(connection, ids)
+
+
+@dataclass(frozen=True, slots=True)
+class RenewTurns:
+    """Renews the lease of this process's running turns (see SessionStore)."""
+
+    turn_ids: list[str]
+    now: datetime
+
+    def __call__(self, connection: Connection) -> None:
+        writes.renew_turns(connection, self.turn_ids, self.now)

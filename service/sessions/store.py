@@ -13,9 +13,12 @@ partial unique index (one ``status = 'active'`` turn per session) makes the inva
 property of the database, whatever code writes to it. Rejecting, rather than queueing the
 second request, keeps a client from stacking up questions whose answers would race.
 
-Abandoned turns. A turn still active after ``stale_turn_s`` (its replica crashed, or the
-process was killed) no longer blocks the session: the next request marks it ERROR and goes
-ahead, and the purger does the same for sessions nobody returns to. A SQLite database
+Abandoned turns. A running turn holds its session under a lease of ``stale_turn_s``
+(RAGAGENT_TURN_LEASE): the process running it renews it (``active_since``) every third of
+that, for all its running turns in one UPDATE. A turn whose lease ran out (its replica
+crashed, or was killed) no longer blocks the session: the next request, on any replica,
+marks it ERROR with why and goes ahead, and the purger does the same for sessions nobody
+returns to. A SQLite database
 belongs to one process, so every turn still active when it opens is marked ERROR at once.
 
 Atomic turns. The question is kept on the turn row while it runs; the user and assistant
@@ -30,6 +33,9 @@ its write is queued or running still gets it committed (and sees its CancelledEr
 a turn's begin is dropped if it has not started, or undone (the turn marked cancelled) if it
 has, since nobody would end that turn. A caller hears back once its write is committed, or
 gets its failure. :meth:`SessionStore.close` waits for every accepted write.
+
+Purging. Every replica runs a purger; on PostgreSQL one purge runs at a time (an advisory
+lock; the others skip their round) and each reports the sessions it actually deleted.
 
 Expiry. A session expires after ``ttl_s`` without use (a running turn counts as use). An
 expired session can still be read until purged, but never continued; the store answers a
@@ -82,7 +88,7 @@ from service.sessions.writer import ConcurrentWriter, SerialWriter, Writer
 log = get_logger("ragagent.sessions")
 T = TypeVar("T")
 
-DEFAULT_STALE_TURN_S = 600.0
+DEFAULT_STALE_TURN_S = 30.0
 DEFAULT_HISTORY_TOKENS = 2000
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 1000  # the API allows 100; this bounds any other caller
@@ -120,6 +126,8 @@ class SessionStore:
         self._history_tokens = history_tokens
         self._count_tokens = count_tokens
         self._clock = clock
+        self._renew_every = stale_turn_s / 3
+        self._renewing: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -134,10 +142,11 @@ class SessionStore:
         connect_args: Mapping[str, Any] | None = None,
         pool: Pool = DEFAULT_POOL,
         content: Content = PLAIN,
+        pgbouncer: bool = False,
     ) -> SessionStore:
         """Connects to ``url``, creates or upgrades the schema, recovers interrupted turns."""
         store = cls(
-            create_engine(url, connect_args=connect_args, pool=pool),
+            create_engine(url, connect_args=connect_args, pool=pool, pgbouncer=pgbouncer),
             ttl_s=ttl_s,
             stale_turn_s=stale_turn_s,
             history_tokens=history_tokens,
@@ -165,9 +174,26 @@ class SessionStore:
         if self._engine.dialect.name == "sqlite":
             abandon = jobs.AbandonTurns(self._clock(), _RESTARTED, None, self._content)
             await self._writes.run(abandon)
+        self._renewing = asyncio.create_task(self._renew_leases(), name="turn-leases")
+
+    async def _renew_leases(self) -> None:
+        """Renews the lease of every turn this process runs (see the module docstring);
+        a failed renewal is logged and tried again next time."""
+        while True:
+            await asyncio.sleep(self._renew_every)
+            running = list(self._writes.running)
+            if not running:
+                continue
+            try:
+                await self._writes.run(jobs.RenewTurns(running, self._clock()))
+            except Exception as error:  # noqa: BLE001 (the database may be down for a while)
+                log.warning("could not renew running turns' leases", error=repr(error))
 
     async def close(self) -> None:
         """Finishes pending writes, marks this process's unfinished turns, disconnects."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            await asyncio.wait([self._renewing])
         await self._writes.drain()  # first, so that the turns they end are no longer running
         # Turns this process began and has not ended: marked, so that a shutdown leaves
         # no turn looking as if it were still running.
@@ -310,6 +336,8 @@ class SessionStore:
         while True:
             batch = jobs.PurgeExpired(self._clock(), self._lifetimes, _PURGE_BATCH, self._content)
             count = await self._writes.run(batch)
+            if count < 0:  # another replica is purging: this round is theirs
+                return purged
             purged += count
             if count < _PURGE_BATCH:
                 return purged

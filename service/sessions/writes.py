@@ -24,6 +24,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection
@@ -109,8 +110,8 @@ class Lifetimes:
 
     def abandoned_reason(self) -> str:
         return (
-            f"abandoned: no answer was recorded within {self.stale.total_seconds():g} s "
-            "(the server running it may have stopped)"
+            f"abandoned: its lease ({self.stale.total_seconds():g} s, RAGAGENT_TURN_LEASE) "
+            "was not renewed: the server running it stopped before the answer was recorded"
         )
 
 
@@ -292,13 +293,40 @@ def mark_expired(connection: Connection, sid: str) -> None:
     )
 
 
-def delete_sessions(connection: Connection, ids: list[str]) -> None:
+def delete_sessions(connection: Connection, ids: list[str]) -> int:
+    """Deletes the sessions and everything of theirs; returns the sessions this deleted
+    (rows another transaction deleted first are not counted)."""
     if not ids:
-        return
+        return 0
     # Children first: correct with or without foreign keys enforced (SQLite needs a pragma).
     for table in (t.responses, t.tool_calls, t.messages, t.turns):
         connection.execute(delete(table).where(table.c.session_id.in_(ids)))
-    connection.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids)))
+    return int(connection.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids))).rowcount)
+
+
+def renew_turns(connection: Connection, turn_ids: list[str], now: datetime) -> None:
+    """Renews the lease of running turns: their session's ``active_since`` moves to now,
+    so that only a turn whose process stopped renewing goes stale."""
+    s = t.sessions.c
+    connection.execute(
+        update(t.sessions).where(s.active_turn_id.in_(turn_ids)).values(active_since=now)
+    )
+
+
+# Any constant shared by every replica: the key of the purge's advisory lock.
+PURGE_LOCK_KEY = 0x7261_6761_7075_7267  # "ragapurg"
+
+
+def purge_lock(connection: Connection) -> bool:
+    """True when this transaction may purge: on PostgreSQL one replica's purge at a time
+    (a transaction-scoped advisory lock, released at commit; the others skip this round);
+    SQLite has one process."""
+    if connection.dialect.name != "postgresql":
+        return True
+    taken = connection.execute(
+        text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": PURGE_LOCK_KEY}
+    ).scalar_one()
+    return bool(taken)
 
 
 def not_found(session_id: str) -> SessionNotFound:

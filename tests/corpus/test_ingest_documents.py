@@ -207,10 +207,11 @@ async def test_a_client_failing_mid_stream_cancels_without_pruning(tmp_path: Pat
     assert _counts(after) == (0, 0, 5, 0)
 
 
-async def test_concurrent_streams_are_serialised(tmp_path: Path) -> None:
+async def test_concurrent_streams_keep_every_document_consistent(tmp_path: Path) -> None:
     same = documents()
     async with corpus_server(tmp_path) as srv:
-        # The same new documents twice at once: exactly one stream writes them.
+        # The same new documents twice at once: each document is written one stream at a
+        # time (the write lease), so either stream may write it, never both interleaved.
         one, two = await asyncio.gather(
             ingest_remote(srv.channel, same, base_url=BASE_URL, timeout=60),
             ingest_remote(srv.channel, same, base_url=BASE_URL, timeout=60),
@@ -223,8 +224,10 @@ async def test_concurrent_streams_are_serialised(tmp_path: Path) -> None:
         listed = {d.document_id: d for d in await srv.list_all()}
         complete = await srv.runtime.store.document_hashes()
         stats = await srv.corpus.GetCorpusStats(corpus_pb2.GetCorpusStatsRequest(), timeout=10)
-    assert sorted([_counts(one), _counts(two)]) == [(0, 0, 5, 0), (5, 0, 0, 0)]
-    assert one.chunks_written + two.chunks_written == max(one.chunks_written, two.chunks_written)
+    for outcome in (one, two):
+        assert outcome.documents_added + outcome.documents_unchanged == 5
+        assert outcome.documents_updated == 0
+    assert one.documents_added + two.documents_added >= 5
     assert left.documents_added == 4
     # Whichever ran second decided whether the extra pages survive the prune; either way
     # every listed document is complete and the counts agree.

@@ -82,6 +82,9 @@ class _Steps:
         try:
             for layer in self.layers:
                 layer.start(call)
+                admit = getattr(layer, "admit", None)  # a layer that asks a shared store
+                if admit is not None:
+                    await admit(call)
             yield
         except grpc.aio.AbortError:  # the servicers never abort; pass it through as it is
             self._end(call, grpc.StatusCode.UNKNOWN)
