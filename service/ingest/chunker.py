@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from service.ingest import budget
 from service.ingest.document import Block, ParsedDocument, Section
 
 CountTokens = Callable[[str], int]
@@ -107,6 +108,7 @@ class Chunker:
         return _longest_prefix(title, lambda text: self._count(text) <= cap)
 
     def _fits(self, title: str, path: Sequence[str], body: str) -> bool:
+        budget.check()  # every measurement: a runaway document stops within one
         text = self.embed_text(title, path, body)
         # A long text is first measured by its start: when that alone is too long, so is
         # the whole, and a 2 MB block is rejected at the cost of a few kilobytes.
