@@ -80,7 +80,10 @@ class AgentServer:
         )
         # One servicer per server: it serialises ingests with a lock of its own.
         ingestor = Ingestor(
-            runtime.embedder, observe.chunk_store(runtime.store), executor=runtime.executor
+            runtime.embedder,
+            observe.chunk_store(runtime.store),
+            executor=runtime.executor,
+            document_cpu_seconds=settings.ingest_document_cpu_seconds,
         )
         corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
             CorpusServicer(ingestor, runtime.store), self._server

@@ -24,6 +24,7 @@ from service.agent.sentences import split_pieces
 from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
+from service.ingest import budget
 from service.ingest.chunker import Chunker
 from service.ingest.loader import SourceDocument
 from service.ingest.markdown import PARSER_VERSION, parse_markdown
@@ -52,7 +53,8 @@ class Ingestor:
     local embedder runs one ONNX thread per call (what serves concurrent questions best),
     so one call at a time would leave the second of 2 cores idle during an ingest.
     ``executor`` runs parsing and chunking (see the module docstring); the default runs
-    them on the caller's thread.
+    them on the caller's thread. ``document_cpu_seconds`` (0: unlimited) bounds the CPU
+    time of one document's parsing and chunking (see :mod:`service.ingest.budget`).
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class Ingestor:
         chunker: Chunker | None = None,
         clock: Callable[[], datetime] | None = None,
         executor: Blocking = INLINE,
+        document_cpu_seconds: float = 0.0,
     ) -> None:
         if batch_size < 1 or parallel < 1:
             raise ValueError("batch_size and parallel must be at least 1")
@@ -75,6 +78,7 @@ class Ingestor:
         self._chunker = chunker or Chunker(embedder.count_tokens, max_tokens=embedder.max_tokens)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._executor = executor
+        self._document_cpu_s = document_cpu_seconds
 
     @property
     def config_version(self) -> str:
@@ -162,9 +166,7 @@ class Ingestor:
                 _check_deadline(deadline, summary)
                 _validate_path(document.path, seen)
                 seen.add(document.path)
-                prepared = await self._executor.run(
-                    self._prepare_changed, document, base_url, known
-                )
+                prepared = await self._prepare_within_budget(document, base_url, known)
                 if prepared is None:
                     report(IngestEvent(document.path, DocumentStatus.UNCHANGED))
                 elif not prepared.chunks:
@@ -187,13 +189,41 @@ class Ingestor:
         summary.duration_s = time.monotonic() - started
         return summary
 
-    def _prepare_changed(
+    async def _prepare_within_budget(
         self, document: SourceDocument, base_url: str, known: dict[str, str]
+    ) -> PreparedDocument | None:
+        """:meth:`_prepare_changed` in the executor, stopped when over its CPU budget (an
+        INVALID_ARGUMENT naming the document) or when this task is cancelled."""
+        work = budget.WorkBudget(self._document_cpu_s)
+        try:
+            return await self._executor.run(self._prepare_changed, document, base_url, known, work)
+        except asyncio.CancelledError:
+            work.cancel()  # the pool thread stops at its next check, not minutes later
+            raise
+        except budget.BudgetExceeded as exc:
+            raise InvalidArgument(
+                [
+                    FieldViolation(
+                        "document.content",
+                        f"{document.path!r} was not indexed: {exc}; split the page or "
+                        "simplify its markup",
+                        "DOCUMENT_TOO_COSTLY",
+                    )
+                ]
+            ) from None
+
+    def _prepare_changed(
+        self,
+        document: SourceDocument,
+        base_url: str,
+        known: dict[str, str],
+        work: budget.WorkBudget | None = None,
     ) -> PreparedDocument | None:
         """The document parsed and chunked, or None when the stored version is current."""
         if known.get(document.path) == self.document_hash(document, base_url):
             return None
-        return self.prepare(document, base_url=base_url)
+        with budget.active(work or budget.WorkBudget(0)):
+            return self.prepare(document, base_url=base_url)
 
     async def _flush(
         self,
