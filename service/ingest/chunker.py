@@ -31,9 +31,11 @@ CountTokens = Callable[[str], int]
 # Bump when the chunking rules change, so that every document is re-indexed.
 CHUNKER_VERSION = "1"
 
-# How many characters per token the early check of a long text looks at: far above the 4-5
-# of English prose, so that it only ever rejects texts that are too long anyway.
-_WINDOW_CHARS_PER_TOKEN = 16
+# A chunk holds at most this many characters per token of its budget. Prose has 4-5 and
+# code rarely 10; only text that is mostly blank (a list indented 1,500 levels deep) comes
+# near it. Without the cap such text made chunks of 80 kB, each measurement of which took
+# seconds and could not be interrupted; with it no measurement exceeds a few kilobytes.
+_MAX_CHARS_PER_TOKEN = 32
 
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
 
@@ -110,10 +112,7 @@ class Chunker:
     def _fits(self, title: str, path: Sequence[str], body: str) -> bool:
         budget.check()  # every measurement: a runaway document stops within one
         text = self.embed_text(title, path, body)
-        # A long text is first measured by its start: when that alone is too long, so is
-        # the whole, and a 2 MB block is rejected at the cost of a few kilobytes.
-        window = self.max_tokens * _WINDOW_CHARS_PER_TOKEN
-        if len(text) > window and self._count(text[:window]) > self.max_tokens:
+        if len(text) > self.max_tokens * _MAX_CHARS_PER_TOKEN:
             return False
         return self._count(text) <= self.max_tokens
 
