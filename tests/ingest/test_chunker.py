@@ -251,7 +251,7 @@ def test_mostly_blank_text_is_cut_by_length_as_well_and_keeps_every_word() -> No
     "page",
     [
         pytest.param("[" * 20_000, id="brackets"),
-        pytest.param("".join("> " * (i % 300) + "quoted words.\n" for i in range(300)), id="quotes"),
+        pytest.param("".join("> " * (i % 300) + "words.\n" for i in range(300)), id="quotes"),
     ],
 )
 def test_pathological_pages_become_chunks_that_fit_and_keep_every_character(page: str) -> None:
