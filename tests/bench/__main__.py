@@ -24,6 +24,7 @@ from typing import Any
 from service.observability.logging import configure_logging
 from tests.bench import (
     bench_extractive,
+    bench_hostile,
     bench_ingest,
     bench_overhead,
     bench_retrieve,
@@ -42,6 +43,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     ),
     "strategies": lambda args: bench_strategies.main(),
     "extractive": lambda args: bench_extractive.main(),
+    "hostile": lambda args: bench_hostile.main(full=args.full),
 }
 
 
