@@ -88,7 +88,12 @@ class _Steps:
             raise
         except Exception as error:  # mapped: RagAgentError, else INTERNAL
             status = rpc_status.to_status(to_rpc_status(error, request_id=call.request_id))
-            if not isinstance(error, RagAgentError):
+            if isinstance(error, NotImplementedError):
+                # A method the library declares but this server does not offer (grpc's
+                # Health/List): the caller's choice, not a bug; no traceback, and the
+                # access log's line (rate-limited for refusals) is the record of it.
+                pass
+            elif not isinstance(error, RagAgentError):
                 log.exception("unhandled error", error_type=type(error).__name__)
             self._end(call, status.code)
             await context.abort(
