@@ -96,6 +96,7 @@ class Authenticate:
             )
         else:
             principal = self._authenticate(call)
+            call.recheck = self._recheck(call)
         call.principal = principal
         bind_caller(principal)
         structlog.contextvars.bind_contextvars(principal=principal.name)
@@ -132,6 +133,19 @@ class Authenticate:
             except config.token_errors as error:
                 raise CredentialsInvalid(str(error)) from None
         raise CredentialsInvalid("the bearer credential is not valid")
+
+    def _recheck(self, call: Call) -> Callable[[], None] | None:
+        """What tells, later in a stream, that the bearer credential has lapsed: an API key
+        revoked (the key file is re-read every second), a JWT expired or its signing key
+        withdrawn. A certificate is checked by TLS at the handshake only (see docs)."""
+        bearer = _bearer(call.value(AUTHORIZATION_HEADER))
+        if not bearer:
+            return None
+
+        def recheck() -> None:
+            self._verify_bearer(bearer)  # raises CredentialsInvalid once it no longer passes
+
+        return recheck
 
     def _granted(self, name: str, method: str) -> Principal:
         roles = self._config.granted_roles
