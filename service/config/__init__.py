@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
+from service.config.identities import IdentitySettings
 from service.config.ingest_limits import IngestLimitSettings
 from service.config.paths import default_data_dir, default_model_dir
 from service.config.retrieval import EmbeddingSettings, StoreSettings
@@ -35,6 +36,7 @@ __all__ = [
 # Bases in reverse: pydantic lists inherited fields from the last base to the first, and this
 # order (serving first) is the one of --help and the README's table.
 class Settings(
+    IdentitySettings,
     IngestLimitSettings,
     SessionSettings,
     AgentSettings,

@@ -157,6 +157,7 @@ class JwtVerifier:
             roles=parse_roles(claims.get(self.config.roles_claim)),
             method="jwt",
             credential_id=str(claims.get("jti", ""))[:64],
+            scope=str(claims["iss"]),
         )
         self._verified[token] = (float(claims["exp"]), principal)
         if len(self._verified) > VERIFIED_TOKENS:

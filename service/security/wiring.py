@@ -114,6 +114,7 @@ class Security:
             trusted_header=(settings.trusted_principal_header or "").lower() or None,
             granted_roles=_granted_roles(settings),
             protect_open_methods=settings.auth_protect_open_methods,
+            aliases=settings.auth_principal_aliases,
         )
         limits = RateLimits(
             requests_per_minute=settings.rate_limit_requests_per_minute,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import grpc
@@ -68,6 +68,8 @@ class Authentication:
     # Roles of principals named by a certificate or the trusted header ("*": anyone's).
     granted_roles: Mapping[str, frozenset[Role]] = field(default_factory=dict)
     protect_open_methods: bool = False
+    # Owner id -> the owner id to use instead (two identities of one person).
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
@@ -97,6 +99,9 @@ class Authenticate:
         else:
             principal = self._authenticate(call)
             call.recheck = self._recheck(call)
+        alias = config.aliases.get(principal.owner)
+        if alias:
+            principal = replace(principal, alias=alias)
         call.principal = principal
         bind_caller(principal)
         structlog.contextvars.bind_contextvars(principal=principal.name)
