@@ -89,6 +89,14 @@ def test_a_costly_page_fails_alone_while_questions_are_answered(tmp_path: Path) 
     assert sorted(d.document_id for d in listed.documents) == ["after.md", "servo.md"]
     assert not errors, errors
     assert latencies
+    # A figure to report, not an assertion (timing belongs in benchmarks): the issue's
+    # target is p99 < 100 ms while the costly page is parsed.
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    print(
+        f"Retrieve during the hostile ingest: {len(ordered)} calls, p50 "
+        f"{ordered[len(ordered) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
+    )
 
 
 @pytest.mark.parametrize(
