@@ -10,9 +10,10 @@ class IdentitySettings(BaseModel):
 
     auth_principal_aliases: dict[str, str] = Field(
         default_factory=dict,
-        description="Owner ids to treat as another, as JSON, for example "
-        '{"jwt:https://idp.example|alice": "key:alice"}: the JWT subject then owns (and '
-        "reads) the sessions of API-key alice. Session owners are namespaced by how the "
-        "caller authenticated (key:, jwt:<issuer>|, cert:, header:, anon:); without an "
-        "alias the same name under two methods is two owners.",
+        description="Owner ids to treat as another, as a JSON object from owner id to owner "
+        "id. Session owners are namespaced by how the caller authenticated: key:<name>, "
+        "cert:<SAN>, header:<value>, anon:<x-user-id>, and for a JWT jwt:<issuer>, a vertical "
+        "bar, <sub>. Without an alias the same name under two methods is two owners; mapping "
+        "a JWT subject's owner id to key:alice makes it own (and read) API-key alice's "
+        "sessions (docs/security.md).",
     )
