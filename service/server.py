@@ -110,6 +110,7 @@ class AgentServer:
             observe.chunk_store(runtime.store),
             executor=runtime.executor,
             lease=lease,
+            document_cpu_seconds=settings.ingest_document_cpu_seconds,
         )
         corpus = CorpusServicer(
             ingestor,

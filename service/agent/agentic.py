@@ -142,7 +142,8 @@ async def _call_tools(
             return
         limit = min(args.arguments.top_k, run.request.max_results)
         sources = await run.run_retrieval(record, args.arguments.query, limit)
-        results[index] = format_sources(fit_passages(sources, share, model.count_tokens))
+        fitted = fit_passages(sources, share, model.count_tokens)
+        results[index] = format_sources(fitted, run.prompts.code)
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.agent import boundaries
 from service.domain import Source
 
 TOOL_NAME = "qdrant_retrieval"
@@ -123,38 +124,33 @@ def _top_k(value: Any) -> int:
     return value
 
 
-def format_sources(sources: list[Source]) -> str:
-    """Retrieved passages as the model reads them: numbered so that it can cite them."""
+def format_sources(sources: list[Source], code: str = "") -> str:
+    """Retrieved passages as the model reads them: numbered so that it can cite them, between
+    markers carrying the run's ``code`` (see :mod:`service.agent.boundaries`)."""
     if not sources:
         return (
             "No passage is relevant enough to this query. Try another query, or say that "
             "the documents do not cover the question."
         )
-    return passages_block(sources)
+    return passages_block(sources, code)
 
 
-OPEN_MARK = "<passages>"
-CLOSE_MARK = "</passages>"
-
-
-def passages_block(sources: Sequence[Source]) -> str:
-    """Numbered passages between the markers the instructions name; a marker inside a
-    passage is defused so that a document cannot close the block and speak outside it."""
-    body = "\n\n".join(_defuse(describe_source(source)) for source in sources)
-    return f"{OPEN_MARK}\n{body}\n{CLOSE_MARK}"
-
-
-def _defuse(text: str) -> str:
-    return text.replace(OPEN_MARK, "(passages)").replace(CLOSE_MARK, "(/passages)")
+def passages_block(sources: Sequence[Source], code: str = "") -> str:
+    """Numbered passages between the markers the instructions name (carrying the run's
+    ``code``); whatever in a passage looks like a marker or a passage number is defused,
+    so that a document can neither close the block nor pose as another source."""
+    opening, closing = boundaries.markers(boundaries.PASSAGES, code)
+    body = "\n\n".join(describe_source(source) for source in sources)
+    return f"{opening}\n{body}\n{closing}"
 
 
 def describe_source(source: Source) -> str:
     chunk = source.hit.chunk
-    where = " > ".join(part for part in (chunk.title, chunk.heading) if part)
+    where = " > ".join(boundaries.one_line(p) for p in (chunk.title, chunk.heading) if p)
     header = f"[{source.citation}] {where}" if where else f"[{source.citation}]"
     if chunk.url:
-        header += f" ({chunk.url})"
-    return f"{header}\n{chunk.text.strip()}"
+        header += f" ({boundaries.one_line(chunk.url)})"
+    return f"{header}\n{boundaries.defuse(chunk.text.strip())}"
 
 
 def format_error(message: str) -> str:

@@ -30,9 +30,10 @@ def current_caller() -> Principal | None:
 
 
 def caller_identity() -> str:
-    """The owner id of the caller's sessions; empty for an anonymous caller."""
+    """The owner id of the caller's sessions (namespaced by how the caller authenticated:
+    see Principal.owner); empty for an anonymous caller."""
     principal = _caller.get()
-    return principal.name if principal is not None else ANONYMOUS
+    return principal.owner if principal is not None else ANONYMOUS
 
 
 def caller_access(*, unlabelled_public: bool) -> ReadAccess | None:

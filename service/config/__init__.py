@@ -20,6 +20,8 @@ from service.config.answering import AgentSettings, ModelSettings, SessionSettin
 from service.config.fleet import FleetSettings
 from service.config.health import HealthSettings
 from service.config.http import HttpSettings
+from service.config.identities import IdentitySettings
+from service.config.ingest_limits import IngestLimitSettings
 from service.config.paths import default_data_dir, default_model_dir
 from service.config.retrieval import EmbeddingSettings, StoreSettings
 from service.config.search import SearchStepSettings
@@ -42,6 +44,8 @@ class Settings(
     HttpSettings,
     AccessSettings,
     FleetSettings,
+    IdentitySettings,
+    IngestLimitSettings,
     SessionSettings,
     AgentSettings,
     ModelSettings,

@@ -7,6 +7,14 @@ together while they fit. A unit too long for one chunk is split on paragraph, li
 sentence, word and finally character boundaries (code on lines, tables on rows with the
 header repeated), and each piece of split prose repeats the last sentence or two of the
 piece before it, so that a fact cut at a boundary is still found with its context.
+
+Every greedy "add while it fits" loop finds how much fits by galloping (1, 2, 4, ...
+items, then bisecting between the last fit and the first miss) instead of re-measuring the
+growing chunk after each item: a chunk of L characters costs O(L log L) to measure, so a
+document costs time linear in its length whatever its shape. Adding items one at a time
+made a page of 2 MB of "[" or of deeply indented lists quadratic (minutes for one page).
+The result is the same chunk boundaries wherever the token count only grows as text is
+added, which holds for the tokenizers in use.
 """
 
 from __future__ import annotations
@@ -15,12 +23,19 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from service.ingest import budget
 from service.ingest.document import Block, ParsedDocument, Section
 
 CountTokens = Callable[[str], int]
 
 # Bump when the chunking rules change, so that every document is re-indexed.
 CHUNKER_VERSION = "1"
+
+# A chunk holds at most this many characters per token of its budget. Prose has 4-5 and
+# code rarely 10; only text that is mostly blank (a list indented 1,500 levels deep) comes
+# near it. Without the cap such text made chunks of 80 kB, each measurement of which took
+# seconds and could not be interrupted; with it no measurement exceeds a few kilobytes.
+_MAX_CHARS_PER_TOKEN = 32
 
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
 
@@ -95,24 +110,29 @@ class Chunker:
         return _longest_prefix(title, lambda text: self._count(text) <= cap)
 
     def _fits(self, title: str, path: Sequence[str], body: str) -> bool:
-        return self._count(self.embed_text(title, path, body)) <= self.max_tokens
+        budget.check()  # every measurement: a runaway document stops within one
+        text = self.embed_text(title, path, body)
+        if len(text) > self.max_tokens * _MAX_CHARS_PER_TOKEN:
+            return False
+        return self._count(text) <= self.max_tokens
 
     def _pack(self, title: str, units: list[Section]) -> list[tuple[tuple[str, ...], str]]:
         out: list[tuple[tuple[str, ...], str]] = []
-        current: list[Section] = []
-        for unit in units:
-            if current and self._fits(title, *_render([*current, unit])):
-                current.append(unit)
-                continue
-            if current:
-                out.append(_render(current))
-                current = []
-            if self._fits(title, *_render([unit])):
-                current = [unit]
-            else:
+        start = 0
+        while start < len(units):
+            unit = units[start]
+            if not self._fits(title, *_render([unit])):
                 out.extend((unit.path, body) for body in self._split(title, unit))
-        if current:
-            out.append(_render(current))
+                start += 1
+                continue
+            first = start
+            count = _most(
+                lambda n: self._fits(title, *_render(units[first : first + n])),  # noqa: B023
+                len(units) - first,
+                known=1,
+            )
+            out.append(_render(units[first : first + count]))
+            start += count
         return out
 
     def _split(self, title: str, unit: Section) -> list[str]:
@@ -125,13 +145,25 @@ class Chunker:
                 atoms.append(_Atom(text, "\n\n" if index == 0 else separator, block.kind))
         bodies: list[str] = []
         current: list[_Atom] = []
-        for atom in atoms:
-            if not current or fits(_join([*current, atom])):
-                current.append(atom)
-                continue
-            bodies.append(_join(current))
-            tail = self._overlap(current)
-            current = [tail, atom] if tail and fits(_join([tail, atom])) else [atom]
+        start, guess = 0, 1
+        while start < len(atoms):
+            if current:
+                bodies.append(_join(current))
+                tail = self._overlap(current)
+                atom = atoms[start]
+                current = [tail, atom] if tail and fits(_join([tail, atom])) else [atom]
+            else:
+                current = [atoms[start]]
+            start += 1
+            head, first = current, start
+            count = _most(
+                lambda n: fits(_join([*head, *atoms[first : first + n]])),  # noqa: B023
+                len(atoms) - first,
+                guess=guess,
+            )
+            current = [*head, *atoms[first : first + count]]
+            start += count
+            guess = max(count, 1)
         if current:
             bodies.append(_join(current))
         return bodies
@@ -169,38 +201,40 @@ class Chunker:
             return Block("code", "\n".join(part), block.language).render()
 
         groups: list[str] = []
-        current: list[str] = []
-        for line in lines:
-            if fits(fenced([*current, line])):
-                current.append(line)
+        start = 0
+        while start < len(lines):
+            first = start
+            count = _most(
+                lambda n: fits(fenced(lines[first : first + n])),  # noqa: B023
+                len(lines) - first,
+            )
+            if count:
+                groups.append(fenced(lines[first : first + count]))
+                start += count
                 continue
-            if current:
-                groups.append(fenced(current))
-                current = []
-            if fits(fenced([line])):
-                current = [line]
-            else:  # one line longer than a chunk: cut it where it must be cut
-                parts = _split_text(line, lambda t: fits(fenced([t])), 2)
-                groups.extend(fenced([part]) for part, _ in parts)
-        if current:
-            groups.append(fenced(current))
+            # One line longer than a chunk: cut it where it must be cut.
+            parts = _split_text(lines[start], lambda t: fits(fenced([t])), 2)
+            groups.extend(fenced([part]) for part, _ in parts)
+            start += 1
         return groups
 
     def _table_groups(self, rows: list[str], fits: Callable[[str], bool]) -> list[str]:
-        header, groups, current = rows[0], [], [rows[0]]
-        for row in rows[1:]:
-            if fits("\n".join([*current, row])):
-                current.append(row)
+        header, body = rows[0], rows[1:]
+        groups: list[str] = []
+        start = 0
+        while start < len(body):
+            first = start
+            count = _most(
+                lambda n: fits("\n".join([header, *body[first : first + n]])),  # noqa: B023
+                len(body) - first,
+            )
+            if count:
+                groups.append("\n".join([header, *body[first : first + count]]))
+                start += count
                 continue
-            if len(current) > 1:
-                groups.append("\n".join(current))
-            if fits(f"{header}\n{row}"):
-                current = [header, row]
-            else:  # a row too long even alone: cut it as prose
-                groups.extend(part for part, _ in _split_text(row, fits, 2))
-                current = [header]
-        if len(current) > 1:
-            groups.append("\n".join(current))
+            # A row too long even alone: cut it as prose.
+            groups.extend(part for part, _ in _split_text(body[start], fits, 2))
+            start += 1
         return groups or [part for part, _ in _split_text("\n".join(rows), fits, 0)]
 
 
@@ -251,33 +285,96 @@ def _split_text(text: str, fits: Callable[[str], bool], level: int) -> list[tupl
         parts, separator = text.split(" "), " "
     else:
         return _split_chars(text, fits)
+    parts = [part for part in parts if part]
     if len(parts) == 1:
-        return _split_text(text, fits, level + 1)
+        return _split_text(parts[0], fits, level + 1)
+    # Parts are measured in groups: when a group fits, each of its parts does, and only a
+    # part too long alone is cut further (one measurement per word made prose slow).
     pieces: list[tuple[str, str]] = []
-    for part in parts:
-        if not part:
+    start, guess = 0, 1
+    while start < len(parts):
+        first = start
+        count = _most(
+            lambda n: fits(separator.join(parts[first : first + n])),  # noqa: B023
+            len(parts) - first,
+            guess=guess,
+        )
+        if count:
+            pieces.extend((part, separator) for part in parts[first : first + count])
+            start += count
+            guess = count
             continue
-        sub = _split_text(part, fits, level + 1)
+        sub = _split_text(parts[start], fits, level + 1)
         pieces.append((sub[0][0], separator))
         pieces.extend(sub[1:])
+        start += 1
     return pieces
 
 
 def _split_chars(text: str, fits: Callable[[str], bool]) -> list[tuple[str, str]]:
     pieces: list[tuple[str, str]] = []
-    while text:
-        head = _longest_prefix(text, fits) or text[:1]
-        pieces.append((head, ""))
-        text = text[len(head) :]
+    # Each lambda below is called before the loop moves on: binding its variables late is
+    # what is wanted (hence the B023 exemptions).
+    start, guess = 0, 0
+    while start < len(text):
+        first = start
+        size = _most(
+            lambda n: fits(text[first : first + n]),  # noqa: B023
+            len(text) - first,
+            guess=guess,
+        )
+        size = max(size, 1)
+        pieces.append((text[first : first + size], ""))
+        start += size
+        guess = size  # the next piece of the same text is most likely as long
     return pieces
 
 
 def _longest_prefix(text: str, fits: Callable[[str], bool]) -> str:
-    low, high = 0, len(text)  # fits(text[:low]) holds, text[:high + 1] does not
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(text[:middle]):
+    return text[: _most(lambda n: fits(text[:n]), len(text))]
+
+
+def _most(fits: Callable[[int], bool], limit: int, *, known: int = 0, guess: int = 0) -> int:
+    """The largest ``n <= limit`` with ``fits(n)``, for ``fits`` true up to some point and
+    false after it; ``known`` is a count already known to fit (0 fits by definition), and
+    ``guess`` (when above ``known``) where the answer most likely is.
+
+    Galloping away from the guess (or up from ``known``), then bisecting: O(log d) probes
+    for an answer d away from where the search starts, the largest probe about twice the
+    answer, so the cost follows the size of what fits, not the size of what is left.
+    """
+    if limit <= known:
+        return limit
+    low, high = known, limit + 1  # fits(low) holds; fits(high) does not (limit + 1: unknown)
+    if guess > known:
+        low, high = _around(fits, min(guess, limit), low, high)
+    step = 1
+    while high == limit + 1:  # gallop up
+        probe = min(low + step, limit)
+        if not fits(probe):
+            high = probe
+        elif probe == limit:
+            return limit
+        else:
+            low = probe
+        step *= 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
             low = middle
         else:
-            high = middle - 1
-    return text[:low]
+            high = middle
+    return low
+
+
+def _around(fits: Callable[[int], bool], guess: int, low: int, high: int) -> tuple[int, int]:
+    """``(low, high)`` narrowed by probing the guess, then galloping down from it if needed."""
+    if fits(guess):
+        return guess, high
+    high, step = guess, 1
+    while high - step > low:
+        probe = high - step
+        if fits(probe):
+            return probe, high
+        high, step = probe, step * 2
+    return low, high

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 
+from service.ingest import budget
 from service.ingest.mdx import js_fragments, scan_tag, skip_expression, tag_text
 
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^\s<>]+)>")
@@ -52,8 +53,11 @@ def _find_code_end(text: str, pos: int, fence: str) -> int:
 
 def _clean_prose(text: str) -> str:
     out: list[str] = []
+    braces: dict[int, int] = {}  # see mdx.skip_expression
     i = 0
     while i < len(text):
+        if not i & 0xFFF:  # every 4096 characters: a 2 MB paragraph stops when told to
+            budget.check()
         char = text[i]
         if char == "\\" and text[i + 1 : i + 2] in _ESCAPABLE:
             # Docusaurus pages write "\&lt;" and "\{" to keep MDX from reading markup.
@@ -66,7 +70,7 @@ def _clean_prose(text: str) -> str:
             continue
         if char == "<":
             link = _AUTOLINK.match(text, i)
-            tag = None if link else scan_tag(text, i)
+            tag = None if link else scan_tag(text, i, braces)
             if link is not None:
                 out.append(link.group(1))
                 i = link.end()
@@ -77,7 +81,7 @@ def _clean_prose(text: str) -> str:
                 i = tag.end
                 continue
         if char == "{":
-            end = skip_expression(text, i)
+            end = skip_expression(text, i, len(text), braces)
             if end > 0:
                 inner = text[i + 1 : end - 1].strip()
                 found = js_fragments(inner)

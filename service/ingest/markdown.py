@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from service.ingest import inline, mdx
+from service.ingest import budget, inline, mdx
 from service.ingest.document import Block, ParsedDocument, Section
 from service.ingest.frontmatter import FrontMatter, FrontMatterError, split_front_matter
 
@@ -105,10 +105,12 @@ class _Parser:
         self._stack: list[tuple[int, str]] = []
         self._paragraph: list[str] = []
         self._code_language: str | None = None
+        self._braces: dict[int, int] = {}  # see mdx.skip_expression (one text per parser)
 
     def run(self, text: str) -> None:
         pos = 0
         while pos < len(text):
+            budget.check()
             pos = self._step(text, pos)
         self._flush()
 
@@ -233,7 +235,7 @@ class _Parser:
         return len(text) if newline < 0 else newline + 1
 
     def _expression(self, text: str, start: int, line_end: int) -> int:
-        end = mdx.skip_expression(text, start)
+        end = mdx.skip_expression(text, start, len(text), self._braces)
         if end < 0:
             self._paragraph.append(text[start:line_end])
             return line_end + 1
@@ -254,7 +256,7 @@ class _Parser:
             self._flush()
             end = text.find("-->", start)
             return len(text) if end < 0 else end + 3
-        tag = mdx.scan_tag(text, start)
+        tag = mdx.scan_tag(text, start, self._braces)
         if tag is None:
             return None
         if tag.end <= line_end and _line(text, tag.end).strip():

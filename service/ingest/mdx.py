@@ -12,10 +12,16 @@ import html
 import re
 from dataclasses import dataclass
 
+from service.ingest import budget
+
 _TAG_OPEN = re.compile(r"<(/)?([A-Za-z][\w.:-]*)?")
 _ATTR_NAME = re.compile(r"[A-Za-z_:$][\w.:$-]*")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 # Values such as 'hw-gpu-minimum' or 'ts_cuda_failed' are keys for code, not words for readers.
+# skip_expression checks the document's budget once every this many + 1 characters.
+_CHECK_EVERY = 0xFFF
+# The longest JSX expression read as one; inline ones are far shorter (see inline.py).
+MAX_EXPRESSION_CHARS = 65536
 _SLUG = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)+")
 
 # Props and object keys that steer rendering rather than say something to the reader.
@@ -59,7 +65,7 @@ class Fragment:
     group: int
 
 
-def scan_tag(text: str, pos: int) -> Tag | None:
+def scan_tag(text: str, pos: int, known: dict[int, int] | None = None) -> Tag | None:
     """Parses the tag starting at ``text[pos] == '<'``; None when it is not a tag."""
     match = _TAG_OPEN.match(text, pos)
     if match is None:
@@ -74,7 +80,7 @@ def scan_tag(text: str, pos: int) -> Tag | None:
             return Tag(name, closing, True, tuple(attrs), i + 2)
         if text.startswith(">", i):
             return Tag(name, closing, False, tuple(attrs), i + 1)
-        attr, i = _scan_attr(text, i)
+        attr, i = _scan_attr(text, i, known)
         if i < 0:
             return None
         if attr is not None:
@@ -82,11 +88,11 @@ def scan_tag(text: str, pos: int) -> Tag | None:
     return None
 
 
-def _scan_attr(text: str, pos: int) -> tuple[Attr | None, int]:
+def _scan_attr(text: str, pos: int, known: dict[int, int] | None = None) -> tuple[Attr | None, int]:
     """One attribute (or a spread ``{...props}``, which yields None) and the offset after it;
     offset -1 when the text is not a well-formed attribute."""
     if text.startswith("{", pos):
-        return None, skip_expression(text, pos)
+        return None, skip_expression(text, pos, len(text), known)
     name_match = _ATTR_NAME.match(text, pos)
     if name_match is None:
         return None, -1
@@ -99,39 +105,68 @@ def _scan_attr(text: str, pos: int) -> tuple[Attr | None, int]:
         end = text.find(quote, i + 1)
         return (Attr(name, value=text[i + 1 : end]), end + 1) if end >= 0 else (None, -1)
     if quote == "{":
-        end = skip_expression(text, i)
+        end = skip_expression(text, i, len(text), known)
         return (Attr(name, expression=text[i + 1 : end - 1]), end) if end >= 0 else (None, -1)
     return None, -1
 
 
-def skip_expression(text: str, pos: int) -> int:
-    """Offset just past the ``}`` matching ``text[pos] == '{'``, or -1 if it never closes."""
-    depth, i = 0, pos
-    while i < len(text):
+def skip_expression(
+    text: str,
+    pos: int,
+    limit: int = MAX_EXPRESSION_CHARS,
+    known: dict[int, int] | None = None,
+) -> int:
+    """Offset just past the ``}`` matching ``text[pos] == '{'``, or -1 if it does not close
+    within ``limit`` characters.
+
+    ``known`` (one per text) remembers the answer for every brace a scan passed, so that
+    asking again for each of them costs nothing: a page of unclosed braces scanned each
+    one to the end, the square of its length (20 kB of "{" took 4 minutes). A scan from a
+    brace inside another's expression reads the same characters in the same state, so the
+    answers are exact. ``limit`` bounds the scans that cannot share answers.
+    """
+    if known is not None and pos in known:
+        return known[pos]
+    opened: list[int] = []
+    i, stop = pos, min(len(text), pos + limit)
+    while i < stop:
+        if not i & _CHECK_EVERY:
+            budget.check()
         char = text[i]
-        if char in "'\"`":
-            i = skip_string(text, i)
-            if i < 0:
-                return -1
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                return -1
-            i = end + 2
-            continue
-        if text.startswith("//", i) and text[i - 1 : i] != ":":  # not the // of a URL
-            end = text.find("\n", i)
-            i = len(text) if end < 0 else end
+        after = _skip_literal(text, i)
+        if after is not None:
+            if after < 0:
+                break
+            i = after
             continue
         if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
+            opened.append(i)
+        elif char == "}" and opened:
+            first = opened.pop()
+            if known is not None:
+                known[first] = i + 1
+            if not opened:
                 return i + 1
         i += 1
+    else:
+        if stop < len(text):
+            return -1  # cut off by the limit: the braces still open may close later
+    if known is not None:
+        known.update(dict.fromkeys(opened, -1))
     return -1
+
+
+def _skip_literal(text: str, i: int) -> int | None:
+    """Offset after the string or comment at ``i`` (-1: it never ends), None if none is."""
+    if text[i] in "'\"`":
+        return skip_string(text, i)
+    if text.startswith("/*", i):
+        close = text.find("*/", i + 2)
+        return -1 if close < 0 else close + 2
+    if text.startswith("//", i) and text[i - 1 : i] != ":":  # not the // of a URL
+        close = text.find("\n", i)
+        return len(text) if close < 0 else close
+    return None
 
 
 def skip_string(text: str, pos: int) -> int:

@@ -30,6 +30,7 @@ from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
 from service.fleet.lease import LocalLease, WriteLease
+from service.ingest import budget
 from service.ingest.chunker import Chunker
 from service.ingest.frontmatter import without_access_key
 from service.ingest.labels import document_labels
@@ -66,7 +67,9 @@ class Ingestor:
     so one call at a time would leave the second of 2 cores idle during an ingest.
     ``executor`` runs parsing and chunking (see the module docstring); the default runs
     them on the caller's thread. ``lease`` is held while each document is written or
-    deleted (the default serialises this process's writers only).
+    deleted (the default serialises this process's writers only). ``document_cpu_seconds``
+    (0: unlimited) bounds the CPU time of one document's parsing and chunking (see
+    :mod:`service.ingest.budget`).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class Ingestor:
         clock: Callable[[], datetime] | None = None,
         executor: Blocking = INLINE,
         lease: WriteLease | None = None,
+        document_cpu_seconds: float = 0.0,
     ) -> None:
         if batch_size < 1 or parallel < 1:
             raise ValueError("batch_size and parallel must be at least 1")
@@ -91,6 +95,7 @@ class Ingestor:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._executor = executor
         self._lease = lease or LocalLease()
+        self._document_cpu_s = document_cpu_seconds
 
     @property
     def config_version(self) -> str:
@@ -188,9 +193,7 @@ class Ingestor:
                 _check_deadline(deadline, summary)
                 _validate_path(document.path, seen)
                 seen.add(document.path)
-                prepared = await self._executor.run(
-                    self._prepare_changed, document, base_url, known, access
-                )
+                prepared = await self._prepare_within_budget(document, base_url, known, access)
                 if isinstance(prepared, Unchanged):
                     report(await self._relabel(prepared, labelled, deadline))
                 elif not prepared.chunks:
@@ -214,18 +217,49 @@ class Ingestor:
         summary.duration_s = time.monotonic() - started
         return summary
 
-    def _prepare_changed(
+    async def _prepare_within_budget(
         self,
         document: SourceDocument,
         base_url: str,
         known: dict[str, str],
         access: tuple[str, ...],
     ) -> PreparedDocument | Unchanged:
+        """:meth:`_prepare_changed` in the executor, stopped when over its CPU budget (an
+        INVALID_ARGUMENT naming the document) or when this task is cancelled."""
+        work = budget.WorkBudget(self._document_cpu_s)
+        try:
+            return await self._executor.run(
+                self._prepare_changed, document, base_url, known, access, work
+            )
+        except asyncio.CancelledError:
+            work.cancel()  # the pool thread stops at its next check, not minutes later
+            raise
+        except budget.BudgetExceeded as exc:
+            raise InvalidArgument(
+                [
+                    FieldViolation(
+                        "document.content",
+                        f"{document.path!r} was not indexed: {exc}; split the page or "
+                        "simplify its markup",
+                        "DOCUMENT_TOO_COSTLY",
+                    )
+                ]
+            ) from None
+
+    def _prepare_changed(
+        self,
+        document: SourceDocument,
+        base_url: str,
+        known: dict[str, str],
+        access: tuple[str, ...],
+        work: budget.WorkBudget | None = None,
+    ) -> PreparedDocument | Unchanged:
         """The document parsed and chunked, or Unchanged when the stored text is current."""
         labels, notes = document_labels(document, access)
         if known.get(document.path) == self.document_hash(document, base_url):
             return Unchanged(document.path, labels, notes)
-        prepared = self.prepare(document, base_url=base_url, labels=labels)
+        with budget.active(work or budget.WorkBudget(0)):
+            prepared = self.prepare(document, base_url=base_url, labels=labels)
         return replace(prepared, warnings=(*prepared.warnings, *notes))
 
     async def _relabel(

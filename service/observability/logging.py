@@ -41,6 +41,24 @@ def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
     return event
 
 
+# Request fields whose values are the caller's own data: the database seals them, so the log
+# must not hold them in clear. Only their keys are logged.
+_PRIVATE_MAPPINGS = frozenset({"metadata"})
+
+
+def redact_private(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Replaces a ``metadata`` mapping (QuestionRequest.metadata) by its sorted keys."""
+    for name in _PRIVATE_MAPPINGS & event.keys():
+        value = event[name]
+        if isinstance(value, Mapping):
+            event[name] = {"keys": sorted(str(key) for key in value)}
+        elif value is not None:
+            event[name] = "<redacted>"
+    return event
+
+
 def configure_logging(
     level: str = "INFO", fmt: Literal["auto", "json", "console"] = "auto"
 ) -> None:
@@ -49,6 +67,7 @@ def configure_logging(
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         add_trace_ids,
+        redact_private,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]

@@ -66,4 +66,5 @@ def read_access(principal: Principal | None, *, unlabelled_public: bool) -> Read
         return ReadAccess(frozenset(), unlabelled=unlabelled_public)
     if (principal.method == "none" and principal.allows(Role.ASK)) or principal.allows(Role.ADMIN):
         return None
-    return ReadAccess.of(principal.name, principal.groups, unlabelled=unlabelled_public)
+    # Principals are named as their sessions are: by how they authenticated (key:alice).
+    return ReadAccess.of(principal.owner, principal.groups, unlabelled=unlabelled_public)

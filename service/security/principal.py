@@ -39,6 +39,23 @@ def principal_name(raw: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# The owner-id prefix of each way of authenticating (Principal.method).
+OWNER_PREFIXES = {
+    "api-key": "key",
+    "jwt": "jwt",
+    "certificate": "cert",
+    "trusted-header": "header",
+    "none": "anon",
+}
+
+
+def owner_id(method: str, name: str, scope: str = "") -> str:
+    """``<prefix>:<name>`` (``jwt:<scope>|<name>``), hashed like a name when too long."""
+    prefix = OWNER_PREFIXES.get(method, method)
+    qualified = f"{scope}|{name}" if scope else name
+    return f"{prefix}:{principal_name(qualified)}"
+
+
 def parse_roles(values: object) -> frozenset[Role]:
     """Known roles among ``values`` (a list, or one space/comma separated string); unknown
     names are dropped, not errors: a token may carry roles meant for other services."""
@@ -63,6 +80,22 @@ class Principal:
     credential_id: str = ""
     # The groups it is in (service.security.groups): which documents it may read.
     groups: frozenset[str] = frozenset()
+    # Where the name is unique: the JWT's issuer (two issuers may both have an "alice").
+    scope: str = ""
+    # The owner id an operator mapped this identity to (RAGAGENT_AUTH_PRINCIPAL_ALIASES).
+    alias: str = ""
+
+    @property
+    def owner(self) -> str:
+        """The owner id of the caller's sessions: the name within the space of how it was
+        authenticated (``key:alice``, ``jwt:<issuer>|alice``, ``cert:<SAN>``,
+        ``header:<value>``, ``anon:<x-user-id>``), so that a JWT subject, a key holder and
+        a certificate that share a name are still different owners. Empty: anonymous."""
+        if self.alias:
+            return self.alias
+        if not self.name:
+            return ""
+        return owner_id(self.method, self.name, self.scope)
 
     def allows(self, role: Role) -> bool:
         return any(role is held or role in _IMPLIED.get(held, ()) for held in self.roles)

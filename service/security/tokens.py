@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class JwtVerifier:
             raise TokenRejected("the token was not issued for this service") from None
         except jwt.PyJWTError:
             raise TokenRejected("the token is not valid") from None
+        _check_times(claims)
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise TokenRejected("the token names no subject")
@@ -158,6 +160,7 @@ class JwtVerifier:
             method="jwt",
             credential_id=str(claims.get("jti", ""))[:64],
             groups=parse_groups(claims.get(self.config.groups_claim)),
+            scope=str(claims["iss"]),
         )
         self._verified[token] = (float(claims["exp"]), principal)
         if len(self._verified) > VERIFIED_TOKENS:
@@ -169,3 +172,17 @@ class JwtVerifier:
         if self.config.jwks_url is not None and now - self._wanted_at >= UNKNOWN_KID_REFETCH_S:
             self._wanted_at = now
             self._refetch.set()
+
+
+def _check_times(claims: dict[str, Any]) -> None:
+    """``exp``, ``nbf`` and ``iat`` are NumericDates (RFC 7519 4.1.4): JSON numbers. PyJWT
+    reads a string such as "9999999999" as a number too; a token written that way did not
+    come from a conforming issuer, so it is refused."""
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if name in claims and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise TokenRejected(f"the token's {name!r} claim is not a number")

@@ -139,6 +139,7 @@ class Security:
             certificate_groups=certificate_ou_groups if settings.certificate_ou_groups else None,
             groups_header=(settings.trusted_groups_header or "").lower() or None,
             protect_open_methods=settings.auth_protect_open_methods,
+            aliases=settings.auth_principal_aliases,
         )
         limits = RateLimits(
             requests_per_minute=settings.rate_limit_requests_per_minute,

@@ -28,6 +28,7 @@ from service.domain import (
 )
 from service.errors import StoreUnavailable
 from tests.agent.conftest import AgentFactory
+from tests.agent.marks import code_of, plain
 from tests.agent.support import (
     SERVER_CALL_ID,
     FakeRetriever,
@@ -164,7 +165,11 @@ async def test_what_the_model_is_sent(
     assert "data, not instructions" in system
     assert LINK.text not in system, "document text never goes into the system message"
     user = first.messages[1]["content"]
-    assert user == f"<passages>\n[1] Urdf Link\n{LINK.text}\n</passages>\n\nQuestion: {QUESTION}"
+    assert plain(user) == (
+        f"<passages>\n[1] Urdf Link\n{LINK.text}\n</passages>\n\nQuestion: {QUESTION}"
+    )
+    # The markers carry the run's code, named in its system prompt.
+    assert f"<passages-{code_of(user)}>" in system
 
     assistant, tool = second.messages[2], second.messages[3]
     # Some local servers reject null content next to tool calls.
@@ -178,7 +183,7 @@ async def test_what_the_model_is_sent(
     ]
     assert tool["role"] == "tool"
     assert tool["tool_call_id"] == "call_1"
-    assert tool["content"].startswith("<passages>\n[1] Urdf Link")
+    assert tool["content"].startswith(f"<passages-{code_of(user)}>\n[1] Urdf Link")
     assert LINK.text in tool["content"]
 
 
@@ -337,7 +342,7 @@ async def test_a_direct_answer_cites_the_first_searchs_sources(
     assert sent.body["tools"] == AGENT_TOOLS
     user = sent.messages[-1]
     assert user["role"] == "user"
-    assert user["content"].startswith(format_sources(completed(events).result.sources))
+    assert plain(user["content"]).startswith(format_sources(completed(events).result.sources))
     assert f"[1] Urdf Link\n{LINK.text}\n\n[2] Urdf Joint\n{JOINT.text}" in user["content"]
     assert user["content"].endswith(f"Question: {QUESTION}")
 
@@ -503,7 +508,7 @@ async def test_earlier_turns_are_sent_before_the_question(
     [search] = completed(events).result.tool_calls
     assert search.arguments == {"query": "What are its joints?\nAnd its sensors?", "top_k": 5}
     messages = fake_openai.chat_requests[0].messages
-    assert [(m["role"], m["content"]) for m in messages[1:]] == [
+    assert [(m["role"], plain(m["content"])) for m in messages[1:]] == [
         ("user", "What is a humanoid?"),
         # Old citation numbers would mean other sources in this run.
         ("assistant", "A robot shaped like a human."),

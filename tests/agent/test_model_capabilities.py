@@ -16,6 +16,7 @@ from service.domain import ConversationTurn, ResponseStatus, Usage
 from service.errors import ModelContextExceeded, ModelRequestRejected
 from service.retrieval.base import Embedder
 from tests.agent.conftest import AGENTIC_STRATEGIES
+from tests.agent.marks import plain
 from tests.agent.support import (
     SERVER_CALL_ID,
     FakeRetriever,
@@ -173,7 +174,7 @@ async def test_no_document_text_reaches_the_system_role(strategy: StrategyName) 
     user = model.calls[-1].messages[-1]
     assert user["role"] == "user"
     assert EVIL.text in user["content"]
-    assert user["content"].startswith("<passages>")
+    assert plain(user["content"]).startswith("<passages>")
 
 
 async def test_extractive_sends_no_document_text_to_any_model(embedder: Embedder) -> None:
@@ -199,7 +200,7 @@ async def test_a_passage_cannot_close_the_data_block() -> None:
     await answer(agent)
 
     user = model.calls[0].messages[-1]["content"]
-    assert user.count("</passages>") == 1
+    assert plain(user).count("</passages>") == 1
 
 
 def long_turn(n: int) -> ConversationTurn:

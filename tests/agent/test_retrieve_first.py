@@ -16,6 +16,7 @@ from service.agent import (
 from service.domain import AnswerMode, ConversationTurn, ResponseStatus, ToolCallStatus
 from service.errors import StoreUnavailable
 from tests.agent.conftest import AgentFactory
+from tests.agent.marks import plain
 from tests.agent.support import (
     SERVER_CALL_ID,
     FakeRetriever,
@@ -77,7 +78,7 @@ async def test_searches_once_then_answers_from_the_numbered_sources(
     assert "The humanoid has 28 joints." not in system, "passages are data, not instructions"
     assert "[1] Humanoid (https://x/j)\nThe humanoid has 28 joints." in user
     assert "[2] Humanoid\nIt carries two cameras" in user
-    assert user.endswith(f"</passages>\n\nQuestion: {QUESTION}")
+    assert plain(user).endswith(f"</passages>\n\nQuestion: {QUESTION}")
 
     result = completed(events).result
     assert result.answer == "It has 28 joints [1]." == answer_text(events)

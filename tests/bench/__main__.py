@@ -26,6 +26,7 @@ from tests.bench import (
     bench_access,
     bench_citations,
     bench_extractive,
+    bench_hostile,
     bench_http,
     bench_ingest,
     bench_overhead,
@@ -48,6 +49,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "http": lambda args: bench_http.main(full=args.full),
     "access": lambda args: bench_access.main(full=args.full),
     "citations": lambda args: bench_citations.main(),
+    "hostile": lambda args: bench_hostile.main(full=args.full),
 }
 
 

@@ -235,3 +235,28 @@ def test_bounds_hold_with_the_real_tokenizer(real_counter: Callable[[str], int])
     assert len(chunks) > 3
     for chunk in chunks:
         assert real_counter(chunk.embed_text) <= 256
+
+
+def test_mostly_blank_text_is_cut_by_length_as_well_and_keeps_every_word() -> None:
+    # A list indented ever deeper: few tokens, many characters (an attack on ingest time).
+    page = "".join("  " * i + f"- item{i}\n" for i in range(400))
+    chunks = Chunker(count_words, max_tokens=64).chunk(parse_markdown(page, "docs/deep.md"))
+    assert len(chunks) > 1
+    assert all(len(c.embed_text) <= 64 * 32 for c in chunks)
+    words = [w for c in chunks for w in c.text.split() if w.startswith("item")]
+    assert words == [f"item{i}" for i in range(400)]
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param("[" * 20_000, id="brackets"),
+        pytest.param("".join("> " * (i % 300) + "words.\n" for i in range(300)), id="quotes"),
+    ],
+)
+def test_pathological_pages_become_chunks_that_fit_and_keep_every_character(page: str) -> None:
+    chunker = Chunker(lambda text: len(text) // 4 + 1, max_tokens=64)
+    chunks = chunker.chunk(parse_markdown(page, "docs/x.md"))
+    assert all(len(c.embed_text) // 4 + 1 <= 64 for c in chunks)
+    if page.startswith("["):
+        assert "".join(c.text for c in chunks) == page

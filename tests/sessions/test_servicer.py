@@ -51,7 +51,8 @@ async def serving(
         await server.stop(0)
 
 
-async def conversation(store: SessionStore, owner: str = "alice", turns: int = 2) -> str:
+async def conversation(store: SessionStore, owner: str = "anon:alice", turns: int = 2) -> str:
+    # x-user-id callers of a server without authentication own "anon:<name>" sessions.
     session_id: str | None = None
     for i in range(turns):
         handle = await store.begin_turn(
@@ -68,7 +69,7 @@ async def test_get_session_returns_every_turn_with_its_record(
 ) -> None:
     session_id = await conversation(store)
     running = await store.begin_turn(
-        session_id=session_id, owner="alice", question="q2", request_id="req-2"
+        session_id=session_id, owner="anon:alice", question="q2", request_id="req-2"
     )
     async with serving(store) as stub:
         response = await stub.GetSession(
@@ -114,7 +115,7 @@ async def test_list_sessions_pages_the_callers_sessions_newest_first(
     for _ in range(23):
         mine.append(await conversation(store, turns=1))
         clock.advance(1)
-    await conversation(store, owner="bob")
+    await conversation(store, owner="anon:bob")
     async with serving(store) as stub:
         first = await stub.ListSessions(session_pb2.ListSessionsRequest(), metadata=ALICE)
         second = await stub.ListSessions(
@@ -165,7 +166,7 @@ async def test_the_servicer_raises_not_found_for_another_callers_session(
             context,  # type: ignore[arg-type]
         )
         assert listed.sessions == []
-    assert (await store.get_session(session_id, "alice")).turn_count == 2
+    assert (await store.get_session(session_id, "anon:alice")).turn_count == 2
 
 
 async def test_the_servicer_raises_invalid_argument_for_a_bad_page_token(

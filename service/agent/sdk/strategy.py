@@ -163,7 +163,8 @@ def retrieval_tool(run: Run, model: ChatModel, budget: ToolBudget) -> FunctionTo
             return format_error(parsed.error)
         limit = min(parsed.arguments.top_k, run.request.max_results)
         sources = await run.run_retrieval(record, parsed.arguments.query, limit)
-        return format_sources(fit_passages(sources, budget.share(), model.count_tokens))
+        fitted = fit_passages(sources, budget.share(), model.count_tokens)
+        return format_sources(fitted, run.prompts.code)
 
     function = RETRIEVAL_TOOL["function"]
     return FunctionTool(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import grpc
@@ -74,6 +74,8 @@ class Authentication:
     certificate_groups: Callable[[bytes], frozenset[str]] | None = None
     groups_header: str | None = None
     protect_open_methods: bool = False
+    # Owner id -> the owner id to use instead (two identities of one person).
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
@@ -102,6 +104,10 @@ class Authenticate:
             )
         else:
             principal = self._authenticate(call)
+            call.recheck = self._recheck(call)
+        alias = config.aliases.get(principal.owner)
+        if alias:
+            principal = replace(principal, alias=alias)
         call.principal = principal
         bind_caller(principal)
         structlog.contextvars.bind_contextvars(principal=principal.name)
@@ -141,6 +147,19 @@ class Authenticate:
             except config.token_errors as error:
                 raise CredentialsInvalid(str(error)) from None
         raise CredentialsInvalid("the bearer credential is not valid")
+
+    def _recheck(self, call: Call) -> Callable[[], None] | None:
+        """What tells, later in a stream, that the bearer credential has lapsed: an API key
+        revoked (the key file is re-read every second), a JWT expired or its signing key
+        withdrawn. A certificate is checked by TLS at the handshake only (see docs)."""
+        bearer = _bearer(call.value(AUTHORIZATION_HEADER))
+        if not bearer:
+            return None
+
+        def recheck() -> None:
+            self._verify_bearer(bearer)  # raises CredentialsInvalid once it no longer passes
+
+        return recheck
 
     def _granted(self, name: str, method: str, groups: frozenset[str] | None) -> Principal:
         roles = self._config.granted_roles

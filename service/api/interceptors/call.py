@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,11 @@ class Call:
     streaming: bool = False
     # Set by the authentication layer; None before it ran or when it refused the call.
     principal: Principal | None = None
+    # Set by the authentication layer for a credential that can lapse (a key revoked, a
+    # token expired): raises Unauthenticated once it has. The chain calls it while a
+    # stream is open, and stores here why it ended the stream.
+    recheck: Callable[[], None] | None = None
+    lapsed: Exception | None = None
     # Whose concurrent-stream slot the call holds, for the limits layer to give back.
     stream_slot: str | None = None
     # unary, server_stream, client_stream or bidi_stream (go-grpc-prometheus' grpc_type).

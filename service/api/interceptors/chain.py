@@ -14,6 +14,7 @@ RPC skips the chain. Unknown methods never reach a handler; the chain still logs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
@@ -78,28 +79,36 @@ class _Steps:
 
     @contextlib.asynccontextmanager
     async def outcome(self, call: Call, context: Context) -> AsyncIterator[None]:
-        """Runs the layers' starts, then the handler; turns how it ended into the status."""
+        """Runs the layers' starts, then the handler; turns how it ended into the status.
+
+        While a stream is open its credential is checked again every ``RECHECK_S``: one
+        that lapsed (a key revoked, a token expired) cancels the handler, and the call ends
+        UNAUTHENTICATED; what the handler committed before stays."""
+        watchdog: asyncio.Task[None] | None = None
         try:
             for layer in self.layers:
                 layer.start(call)
                 admit = getattr(layer, "admit", None)  # a layer that asks a shared store
                 if admit is not None:
                     await admit(call)
+            if call.streaming and call.recheck is not None:
+                handler = asyncio.current_task()
+                assert handler is not None
+                watchdog = asyncio.create_task(_watch(call, handler), name="credential-watch")
             yield
         except grpc.aio.AbortError:  # the servicers never abort; pass it through as it is
             self._end(call, grpc.StatusCode.UNKNOWN)
             raise
-        except Exception as error:  # mapped: RagAgentError, else INTERNAL
-            status = rpc_status.to_status(to_rpc_status(error, request_id=call.request_id))
-            if not isinstance(error, RagAgentError):
-                log.exception("unhandled error", error_type=type(error).__name__)
-            self._end(call, status.code)
-            await context.abort(
-                status.code,
-                status.details,
-                (*status.trailing_metadata, (REQUEST_ID_HEADER, call.request_id), *call.trailing),
-            )
-        except BaseException:  # cancelled, or the stream was closed: never swallowed
+        except asyncio.CancelledError:
+            lapsed = call.lapsed
+            task = asyncio.current_task()
+            if lapsed is None or task is None or task.uncancel() > 0:
+                self._end(call, grpc.StatusCode.CANCELLED)  # a real cancellation: re-raised
+                raise
+            await self._fail(call, context, lapsed)
+        except Exception as error:  # noqa: BLE001 (mapped: RagAgentError, else INTERNAL)
+            await self._fail(call, context, error)
+        except BaseException:  # the stream was closed: never swallowed
             self._end(call, grpc.StatusCode.CANCELLED)
             raise
         else:
@@ -107,10 +116,49 @@ class _Steps:
                 call.sent = 1  # the one response (streams count theirs as they go)
             context.set_trailing_metadata(((REQUEST_ID_HEADER, call.request_id), *call.trailing))
             self._end(call, grpc.StatusCode.OK)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    async def _fail(self, call: Call, context: Context, error: Exception) -> None:
+        """Ends the call with the status ``error`` maps to (INTERNAL for a bug)."""
+        status = rpc_status.to_status(to_rpc_status(error, request_id=call.request_id))
+        if isinstance(error, NotImplementedError):
+            # A method the library declares but this server does not offer (grpc's
+            # Health/List): the caller's choice, not a bug; no traceback, and the
+            # access log's line (rate-limited for refusals) is the record of it.
+            pass
+        elif not isinstance(error, RagAgentError):
+            log.exception("unhandled error", error_type=type(error).__name__)
+        self._end(call, status.code)
+        await context.abort(
+            status.code,
+            status.details,
+            (*status.trailing_metadata, (REQUEST_ID_HEADER, call.request_id), *call.trailing),
+        )
 
     def _end(self, call: Call, code: grpc.StatusCode) -> None:
         for layer in reversed(self.layers):
             layer.end(call, code)
+
+
+# How often an open stream's credential is checked again: a revoked key ends its streams
+# within this plus the key file's one-second reload.
+RECHECK_S = 0.5
+
+
+async def _watch(call: Call, handler: asyncio.Task[Any]) -> None:
+    """Checks the call's credential until cancelled; cancels ``handler`` once it lapsed."""
+    assert call.recheck is not None
+    while True:
+        await asyncio.sleep(RECHECK_S)
+        try:
+            call.recheck()
+        except RagAgentError as error:
+            log.warning("credential lapsed during the call; ending it", reason=error.reason)
+            call.lapsed = error
+            handler.cancel()
+            return
 
 
 async def _send_request_id(call: Call, context: Context) -> None:

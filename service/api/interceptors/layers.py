@@ -9,6 +9,9 @@ was read when the call started (see :mod:`.call`).
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 import grpc
@@ -54,9 +57,19 @@ class AccessLog:
     Health checks log at DEBUG so that probes do not flood the log."""
 
     _QUIET = ("/grpc.health.v1.",)
+    # Refusals a hostile caller can repeat at will: one WARNING line per peer host and
+    # window, the next one saying how many were left out (100 bad calls made 140 kB).
+    REFUSED = frozenset(
+        {
+            grpc.StatusCode.UNAUTHENTICATED,
+            grpc.StatusCode.PERMISSION_DENIED,
+            grpc.StatusCode.UNIMPLEMENTED,
+        }
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, refusal_window_s: float = 10.0) -> None:
         self._log = get_logger("ragagent.access")
+        self._refusals = RefusalWindows(refusal_window_s)
 
     def start(self, call: Call) -> None:
         return None
@@ -66,8 +79,17 @@ class AccessLog:
 
     def end(self, call: Call, code: grpc.StatusCode) -> None:
         emit = self._log.debug if call.method.startswith(self._QUIET) else self._log.info
+        extra: dict[str, int] = {}
+        if code in self.REFUSED:
+            left_out = self._refusals.admit(peer_host(call.peer))
+            if left_out is None:
+                return
+            emit = self._log.warning
+            if left_out:
+                extra["refusals_not_logged"] = left_out
         emit(
             "rpc",
+            **extra,
             method=call.method,
             request_id=call.request_id,
             peer=call.peer,
@@ -102,3 +124,35 @@ class Validation:
 
     def end(self, call: Call, code: grpc.StatusCode) -> None:
         return None
+
+
+def peer_host(peer: str) -> str:
+    """The host of a grpc peer string ("ipv4:10.0.0.7:5123" -> "ipv4:10.0.0.7"): a caller
+    opens new connections (new ports) at will, its address it cannot change as easily."""
+    host, _, port = peer.rpartition(":")
+    return host if host and port.isdigit() else peer
+
+
+class RefusalWindows:
+    """Per key, whether a line may be written now: the first in each window is; the others
+    are counted and that count is returned with the next admitted one. Bounded in keys."""
+
+    MAX_KEYS = 4096
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def admit(self, key: str) -> int | None:
+        """None: do not log; else how many lines of ``key`` were left out before this one."""
+        now = self._clock()
+        started, skipped = self._seen.get(key, (float("-inf"), 0))
+        if now - started < self._window_s:
+            self._seen[key] = (started, skipped + 1)
+            return None
+        self._seen[key] = (now, 0)
+        self._seen.move_to_end(key)
+        if len(self._seen) > self.MAX_KEYS:
+            self._seen.popitem(last=False)
+        return skipped
