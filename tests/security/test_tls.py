@@ -105,11 +105,14 @@ def _write_ca(ca: trustme.CA, folder: Path) -> str:
     return str(path)
 
 
-async def test_sessions_belong_to_the_certificate_and_an_api_key_can_stand_in(
+async def test_sessions_belong_to_the_certificate_and_an_aliased_api_key_can_stand_in(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
     """Over mutual TLS a bearer key, when sent, names the principal instead of the
-    certificate; sessions follow the principal, whichever credential named it."""
+    certificate. Owners are namespaced by how they authenticated (key:..., cert:...), so a
+    key named like a certificate owns nothing of the certificate's until the operator
+    aliases the two (RAGAGENT_AUTH_PRINCIPAL_ALIASES); an unaliased key of the same name
+    sees nothing."""
     files = server_cert(ca, tmp_path)
     alice_cert = client_cert(ca, tmp_path, uri="spiffe://example.org/alice")
     bob_cert = client_cert(ca, tmp_path, uri="spiffe://example.org/bob")
@@ -122,6 +125,9 @@ async def test_sessions_belong_to_the_certificate_and_an_api_key_can_stand_in(
         tls_client_ca_file=Path(_write_ca(ca, tmp_path)),
         api_keys_file=keys,
         principal_roles={"*": ["ask"]},
+        auth_principal_aliases={
+            "key:spiffe://example.org/alice": "cert:spiffe://example.org/alice"
+        },
     ) as srv:
         async with tls_channel(srv.target, ca, alice_cert) as channel:
             answer = await agent_pb2_grpc.AgentServiceStub(channel).Ask(
