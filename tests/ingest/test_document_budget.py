@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -55,14 +56,14 @@ async def test_cancelling_the_ingest_stops_the_parse_in_its_thread() -> None:
         started = threading.Event()
         real_prepare = ingestor.prepare
 
-        def prepare(document: SourceDocument, *, base_url: str = "") -> object:
+        def prepare(document: SourceDocument, **options: Any) -> object:
             started.set()
-            return real_prepare(document, base_url=base_url)
+            return real_prepare(document, **options)
 
         ingestor.prepare = prepare  # type: ignore[method-assign,assignment]
         # Unbounded budget: only the cancellation can stop this 2 MB page early.
         task = asyncio.create_task(ingestor.ingest([SourceDocument("x.md", "[" * 2_000_000)]))
-        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 60)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
