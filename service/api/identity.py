@@ -23,10 +23,6 @@ def bind_caller(principal: Principal | None) -> None:
     _caller.set(principal)
 
 
-def current_caller() -> Principal | None:
-    return _caller.get()
-
-
 def caller_identity() -> str:
     """The owner id of the caller's sessions; empty for an anonymous caller."""
     principal = _caller.get()
