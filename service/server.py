@@ -39,9 +39,9 @@ from service.config import Settings
 from service.errors import ConfigurationError
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
-from service.observability.wiring import Observability
 from service.runtime import Runtime, searcher
-from service.security.wiring import Security, describe
+from service.wiring.observability import Observability
+from service.wiring.security import Security, describe
 
 log = get_logger("ragagent.server")
 
