@@ -37,9 +37,9 @@ async def test_recall_and_mrr_on_the_book(indexed_book: IndexedBook) -> None:
     assert table.code == 0, table.err
 
 
-# The default method's figures on the question sets it was judged on (README, retrieval
-# quality, 2026-11-23), less one question's worth: a change of the method that loses more
-# on any of them shows here. (recall@5, MRR, rejection) as measured.
+# The default method's figures on the question sets it was judged on (docs/evaluation.md,
+# 2026-11-23), less one question's worth: a change of the method that loses more on any of
+# them shows here. (recall@5, MRR, rejection) as measured.
 READ_SETS = {
     "questions.jsonl": (0.967, 0.904, 1.000),
     "heldout.jsonl": (1.000, 0.902, 0.966),
