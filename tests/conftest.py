@@ -45,44 +45,33 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
     return _real_connect_ex(self, address)
 
 
-def _shared_fixture(item: pytest.Item) -> str | None:
-    """The name of the first module- or session-scoped fixture of this suite that the test
-    uses, or None. Such a fixture is built once per worker process, and some are expensive
-    (the book ingested, the real model server, npm's modules installed) or hold one resource
-    (a model server and its figures file)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
+# Folders whose tests share state outside a test's own folder, so that under pytest-xdist all
+# of each runs on one worker: the clients in other languages install into the source tree
+# (two `npm ci` at once in tests/interop/node_modules break each other), and the real-model
+# tests share one model server and its figures file.
+SHARED_FOLDERS = ("tests/interop/", "tests/realmodel/")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (make test), with each folder of SHARED_FOLDERS as one unit.
+
+    A file is the unit because module-scoped fixtures (a server fuzzed by a whole module, a
+    compiled descriptor set) are built once per process: split over workers, each would
+    build its own. Everything else is independent (servers on free ports, per-test data
+    folders, a PostgreSQL database per worker: tests/sessions/conftest.py). pytest-xdist's
+    own `xdist_group` marks cannot do this: with pytest 9 its renaming of node ids no longer
+    reaches the scheduler."""
+    if config.getvalue("dist") != "loadfile":
         return None
-    for name in info.names_closure:
-        definitions = info.name2fixturedefs.get(name)
-        if not definitions:
-            continue
-        definition = definitions[-1]
-        if definition.scope not in ("module", "session"):
-            continue
-        if not getattr(definition.func, "__module__", "").startswith("tests."):
-            continue  # pytest's and plugins' own (tmp_path_factory, event loops)
-        if definition.scope == "module":
-            return f"{item.path}::{name}"
-        return name
-    return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
+    class FoldersAndFiles(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((f for f in SHARED_FOLDERS if path.startswith(f)), path)
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`, `--dist loadgroup`), tests that share a module- or
-    session-scoped fixture run on one worker, so that it is built once and its resource is
-    never used by two processes; every other test is independent (servers on free ports,
-    per-test data folders, a PostgreSQL database per worker) and goes wherever a core is free.
-    A test may still name its group with ``@pytest.mark.xdist_group("name")``."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        group = _shared_fixture(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    return FoldersAndFiles(config, log)
 
 
 @pytest.fixture(autouse=True)
