@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("service.runtime",),  # ... which builds the components from Settings
     ("service.wiring",),  # security chain and observability wrappers the root applies
     ("service.config",),  # Settings: read by the root and the commands only
+    ("service.http",),  # Connect, gRPC-Web and JSON over HTTP, through the same interceptor chain
     ("service.api",),  # servicers and interceptors: proto <-> domain
     (  # observability's wrappers: metrics and spans around a lower layer's objects
         "service.observability.instruments",
