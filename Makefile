@@ -114,11 +114,16 @@ fmt: setup ## format Python and protos in place
 demo: setup ## the main job on embedded defaults: ingest docs/, serve, stream cited answers
 	$(BIN)/ragagent demo --data-dir .cache/demo
 
-test: setup ## the whole test suite
-	$(BIN)/pytest -q
+# The whole suite on every core (pytest-xdist). `--dist loadfile`: a test file is the unit (its
+# module-scoped fixtures are built once), and tests/interop and tests/realmodel each run whole
+# on one worker (they share state outside their folders: tests/conftest.py). TEST_WORKERS=1
+# runs it on one worker.
+TEST_WORKERS ?= auto
+test: setup ## the whole test suite, in parallel (CI runs this)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-test-fast: setup ## tests without the slow ones
-	$(BIN)/pytest -q -m 'not slow'
+test-fast: setup ## the edit loop: everything but the slow and real-model tests, in parallel
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not slow and not realmodel'
 
 # make bench [BENCH="overhead soak"] [BENCH_MODE=full] [BENCH_JSON=figures.json]: quick mode
 # unless BENCH_MODE=full; BENCH names some of the benchmarks (default: all of them).

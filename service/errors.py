@@ -287,13 +287,6 @@ class ModelStalled(DeadlineExceeded):
     reason = "MODEL_STREAM_STALLED"
 
 
-class Cancelled(RagAgentError):
-    """The caller cancelled the call."""
-
-    code = grpc.StatusCode.CANCELLED
-    reason = "CANCELLED"
-
-
 class Unimplemented(RagAgentError):
     """The method is declared in the contract but this server does not offer it."""
 

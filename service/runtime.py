@@ -21,7 +21,6 @@ from service.config import Settings
 from service.errors import ConfigurationError
 from service.executor import INLINE, Blocking, BlockingExecutor
 from service.observability.logging import get_logger
-from service.observability.wiring import Observability
 from service.retrieval.base import ChunkStore, Embedder, Retriever
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
@@ -30,6 +29,7 @@ from service.retrieval.pipeline import SearchPipeline, SearchSteps
 from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
 from service.retrieval.rerank import LexicalReranker, Reranker
 from service.sessions import SessionPurger, SessionStore, open_session_store
+from service.wiring.observability import Observability
 
 log = get_logger("ragagent.runtime")
 

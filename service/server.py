@@ -43,9 +43,9 @@ from service.fleet.lease import corpus_lease
 from service.fleet.limits import SharedLimits
 from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
-from service.observability.wiring import Observability
 from service.runtime import Runtime
-from service.security.wiring import Security, describe
+from service.wiring.observability import Observability
+from service.wiring.security import Security, describe
 
 if TYPE_CHECKING:
     from service.http import HttpListener

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,52 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
     if not _is_local(address):
         raise RuntimeError(f"test tried to reach the network: {address!r}")
     return _real_connect_ex(self, address)
+
+
+# Folders whose tests share state outside a test's own folder, so that under pytest-xdist all
+# of each runs on one worker: the clients in other languages install into the source tree
+# (two `npm ci` at once in tests/interop/node_modules break each other), and the real-model
+# tests share one model server and its figures file.
+SHARED_FOLDERS = ("tests/interop/", "tests/realmodel/")
+LONGEST_FOLDER = "tests/realmodel/"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (make test), with each folder of SHARED_FOLDERS as one unit.
+
+    A file is the unit because module-scoped fixtures (a server fuzzed by a whole module, a
+    compiled descriptor set) are built once per process: split over workers, each would
+    build its own. Everything else is independent (servers on free ports, per-test data
+    folders, a PostgreSQL database per worker: tests/sessions/conftest.py). pytest-xdist's
+    own `xdist_group` marks cannot do this: with pytest 9 its renaming of node ids no longer
+    reaches the scheduler."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    config.option.loadscopereorder = False  # the order is set below
+
+    class FoldersAndFiles(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((f for f in SHARED_FOLDERS if path.startswith(f)), path)
+
+        def schedule(self) -> None:
+            """The longest units first, so that none starts last: the real-model tests (minutes
+            of model time), then the other units by their number of tests."""
+            if self.collection is None:
+                for node, nodeids in self.registered_collections.items():
+                    sizes = Counter(self._split_scope(n) for n in nodeids)
+
+                    def first(nodeid: str, sizes: Counter[str] = sizes) -> tuple[bool, int]:
+                        scope = self._split_scope(nodeid)
+                        return (scope != LONGEST_FOLDER, -sizes[scope])
+
+                    self.registered_collections[node] = sorted(nodeids, key=first)
+            super().schedule()
+
+    return FoldersAndFiles(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,9 @@
 """What the chunks (or the one response) of a model turn add up to.
 
 Streamed chunks arrive as the JSON objects the endpoint wrote, not as the SDK's typed
-models: building a ``ChatCompletionChunk`` per chunk cost more CPU than the rest of an
-answer's relay (15.6 ms of SDK time for a 150-chunk answer against 5.0 ms without it,
-measured 2026-11-22, issue 15). JSON from the wire is checked here as it is read: a chunk
+models: building a ``ChatCompletionChunk`` per chunk costs more CPU than the rest of an
+answer's relay (about three times the relay's own CPU for a 150-chunk answer; see
+``make bench BENCH=overhead``). JSON from the wire is checked here as it is read: a chunk
 whose shape is not a Chat Completions chunk is the endpoint's fault and ends the turn with
 :class:`~service.agent.model_errors.MalformedChunk`, never an AttributeError.
 """

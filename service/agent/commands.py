@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from service.agent.sentences import Piece
+from service.text.sentences import Piece
 
 # The question asks for something typed at a prompt.
 _ASKS = re.compile(

@@ -28,10 +28,10 @@ from service.agent.commands import asks_for_command, command_pieces
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
-from service.agent.sentences import Piece, lexical_overlap, split_pieces
 from service.domain import ResponseStatus, Source
 from service.errors import DeadlineExceeded
 from service.retrieval import piece_vectors
+from service.text.sentences import Piece, lexical_overlap, split_pieces
 
 MAX_CANDIDATES = 300
 # Pieces embedded per question (RAGAGENT_EXTRACTIVE_CANDIDATES): the time to the first delta

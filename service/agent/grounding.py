@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from service.agent.sentences import content_words
 from service.domain import Grounding, SentenceSupport
+from service.text.sentences import content_words
 
 # A sentence with at least this share of its content words in its cited passages counts
 # as supported (documented in ragagent.v1.SentenceSupport).

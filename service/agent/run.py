@@ -172,12 +172,6 @@ class Run:
         self.phase = "tool"
         return await self.searcher.run(record, query, limit)
 
-    async def start_call(
-        self, call_id: str, name: str, arguments: dict[str, Any]
-    ) -> ToolCallRecord:
-        """A call the model asked for, executing at once (PENDING, then EXECUTING)."""
-        return await self.calls.start(call_id, name, arguments, origin="model")
-
     async def ask_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallRecord:
         """A call the model asked for, PENDING until :meth:`begin_call`."""
         return await self.calls.ask(call_id, name, arguments, origin="model")
@@ -198,9 +192,6 @@ class Run:
 
     async def time_out_open_calls(self) -> None:
         await self.calls.time_out_open()
-
-    async def model_turn(self, model: ChatModel, messages: Any, **options: Any) -> Turn:
-        return await self.turns(model).stream(messages, **options)
 
     async def write(self, model_text: str) -> None:
         await self.answer_writer.write(model_text)

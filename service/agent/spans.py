@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 
 from service.agent.grounding import citations_of
-from service.agent.sentences import content_words
 from service.domain import CitationSpan
+from service.text.sentences import content_words
 
 _BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _LEADING_CITATIONS = re.compile(r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])+")  # match() anchors it

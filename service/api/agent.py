@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
@@ -55,49 +55,18 @@ from service.api.identity import caller_access, caller_identity
 from service.api.interceptors import current_request_id
 from service.api.partial import PartialRun
 from service.api.turn_record import TurnRecord
-from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult, SearchFilters
+from service.domain import Deadline, ResponseStatus, SearchFilters
 from service.errors import DeadlineExceeded, FieldViolation, InvalidArgument
 from service.observability.logging import get_logger
 from service.observability.runs import RunListener, Subscribers
 from service.retrieval.base import Embedder, Retriever
+from service.sessions.turns import Turns
 
 log = get_logger("ragagent.api")
 
 DEFAULT_MAX_RESULTS = 5
 # Time kept back from the caller's deadline to send the final message of a timed-out run.
 DEADLINE_MARGIN_S = 0.25
-
-
-class TurnHandleLike(Protocol):
-    @property
-    def turn_id(self) -> str: ...
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def history(self) -> list[ConversationTurn]: ...
-
-
-class Turns(Protocol):
-    """The part of the session store a run needs."""
-
-    async def begin_turn(
-        self,
-        *,
-        session_id: str | None,
-        owner: str,
-        question: str,
-        request_id: str,
-        new_id: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> TurnHandleLike: ...
-
-    async def complete_turn(self, turn_id: str, result: RunResult, error: str = "") -> bool: ...
-
-    async def abort_turn(
-        self, turn_id: str, status: Literal["error", "cancelled", "timeout"], error: str = ""
-    ) -> bool: ...
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):

@@ -158,10 +158,6 @@ def timings_to_proto(timings: Timings) -> types_pb2.Timings:
     )
 
 
-def response_status_to_proto(status: ResponseStatus) -> agent_pb2.ResponseStatus.ValueType:
-    return _RESPONSE_STATUS[status]
-
-
 def result_to_proto(result: RunResult) -> agent_pb2.AgentResponse:
     return agent_pb2.AgentResponse(
         request_id=result.request_id,

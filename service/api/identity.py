@@ -26,6 +26,7 @@ def bind_caller(principal: Principal | None) -> None:
 
 
 def current_caller() -> Principal | None:
+    """The principal the interceptor chain bound to this call (None outside a call)."""
     return _caller.get()
 
 

@@ -37,8 +37,8 @@ from service.errors import DeadlineExceeded, RagAgentError
 from service.observability.logging import get_logger
 
 if TYPE_CHECKING:
-    from service.api.agent import TurnHandleLike, Turns
     from service.api.partial import PartialRun
+    from service.sessions.turns import TurnHandleLike, Turns
 
 log = get_logger("ragagent.api")
 _CANCELLED = "CANCELLED: the caller cancelled the call"

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from service.agent.sentences import split_pieces
 from service.domain import Chunk, Deadline
 from service.errors import DeadlineExceeded, DocumentNotFound, FieldViolation, InvalidArgument
 from service.executor import INLINE, Blocking
@@ -47,6 +46,7 @@ from service.ingest.outcome import (
 from service.ingest.urls import page_url, placement
 from service.retrieval import piece_vectors
 from service.retrieval.base import DocumentWrites, Embedder, embed_chunks
+from service.text.sentences import split_pieces
 
 _LIST_PAGE = 200
 

@@ -15,11 +15,11 @@ from typing import Literal
 from opentelemetry.trace import Span
 
 from service.access import ReadAccess
-from service.api.agent import TurnHandleLike, Turns
 from service.domain import Chunk, Deadline, DocumentSummary, RunResult, ScoredChunk, SearchFilters
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
 from service.retrieval.base import DocumentWrites, Embedder, QueryVectors, Retriever, embed_chunks
+from service.sessions.turns import TurnHandleLike, Turns
 
 
 class ObservedEmbedder:

@@ -9,7 +9,7 @@ makes the chunk's vector, over the piece's span), so it costs no model time at a
 vectors are contextual: each token has seen the whole chunk.
 
 They are stored with the chunk as float16, base64 text, one row per piece of
-:func:`service.agent.sentences.split_pieces` in order (a zero row where a piece could not be
+:func:`service.text.sentences.split_pieces` in order (a zero row where a piece could not be
 placed in the text); ``FORMAT`` names the layout and the piece splitting it follows, so that
 vectors made for other pieces are never used.
 """

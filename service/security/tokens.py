@@ -17,6 +17,7 @@ import json
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,13 +56,15 @@ class TokenRejected(Exception):
 
 
 class JwtVerifier:
-    def __init__(self, config: JwtConfig) -> None:
+    def __init__(self, config: JwtConfig, *, clock: Callable[[], float] = time.time) -> None:
         if (config.jwks_file is None) == (config.jwks_url is None):
             raise ConfigurationError(
                 "JWT authentication needs exactly one of RAGAGENT_JWT_JWKS_FILE and "
                 "RAGAGENT_JWT_JWKS_URL"
             )
         self.config = config
+        # Wall-clock seconds; expiry (of a fresh token and of a remembered one) is judged by it.
+        self._clock = clock
         self._keys: dict[str, jwt.PyJWK] = {}
         self._seen: tuple[int, int, int] | None = None
         self._wanted_at = 0.0
@@ -121,7 +124,7 @@ class JwtVerifier:
         cached = self._verified.get(token)
         if cached is not None:
             expires, principal = cached
-            if time.time() <= expires + self.config.leeway_s:
+            if self._clock() <= expires + self.config.leeway_s:
                 self._verified.move_to_end(token)
                 return principal
             del self._verified[token]
@@ -142,15 +145,18 @@ class JwtVerifier:
                 audience=self.config.audience,
                 issuer=self.config.issuer,
                 leeway=self.config.leeway_s,
-                options={"require": ["exp", "iss", "aud", "sub"]},
+                # Expiry is checked below against this verifier's clock, as for a remembered
+                # token, so that both agree.
+                options={"require": ["exp", "iss", "aud", "sub"], "verify_exp": False},
             )
-        except jwt.ExpiredSignatureError:
-            raise TokenRejected("the token has expired") from None
         except (jwt.InvalidAudienceError, jwt.InvalidIssuerError):
             raise TokenRejected("the token was not issued for this service") from None
         except jwt.PyJWTError:
             raise TokenRejected("the token is not valid") from None
         _check_times(claims)
+        expires = claims["exp"]
+        if self._clock() >= expires + self.config.leeway_s:
+            raise TokenRejected("the token has expired")
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise TokenRejected("the token names no subject")

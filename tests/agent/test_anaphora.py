@@ -7,8 +7,8 @@ import pytest
 
 from service.agent.anaphora import leans_back
 from service.agent.extractive import _Candidate, _candidates, _with_continuations
-from service.agent.sentences import split_pieces
 from service.domain import ScoredChunk, Source
+from service.text.sentences import split_pieces
 from tests.agent.support import chunk
 
 TEXT = (

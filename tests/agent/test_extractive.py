@@ -9,10 +9,10 @@ import pytest
 
 from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
 from service.agent.extractive import _Candidate, _candidates, _with_continuations, choose
-from service.agent.sentences import Piece, lexical_overlap, split_pieces, split_sentences
 from service.config import default_model_dir
 from service.domain import AnswerMode, ResponseStatus, ScoredChunk, Source, ToolCallStatus
 from service.retrieval.base import Embedder
+from service.text.sentences import Piece, lexical_overlap, split_pieces, split_sentences
 from tests.agent.support import (
     SERVER_CALL_ID,
     FakeRetriever,

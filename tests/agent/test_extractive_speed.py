@@ -12,10 +12,10 @@ import pytest
 from service.agent import AnswerDelta
 from service.agent.extractive import EMBEDDED_CANDIDATES, _Candidate, prerank
 from service.agent.sentence_vectors import SentenceVectors
-from service.agent.sentences import Piece
 from service.domain import Deadline, ResponseStatus, ScoredChunk, Source
 from service.retrieval.base import Embedder, QueryVectors, query_vector
 from service.retrieval.embedders import FastEmbedEmbedder
+from service.text.sentences import Piece
 from tests.agent.support import FakeRetriever, chunk, collect, completed, make_agent, request
 from tests.helpers import local_embedder
 
@@ -177,8 +177,8 @@ async def test_pieces_with_stored_vectors_cost_no_model_call_but_the_question(
 ) -> None:
     from dataclasses import replace
 
-    from service.agent.sentences import split_pieces
     from service.retrieval import piece_vectors
+    from service.text.sentences import split_pieces
 
     text = LONG_PAGE
     pieces = [p.text for p in split_pieces(text)]

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.config import Settings
 from service.observability.tracing import Tracing
-from service.observability.wiring import Observability
 from service.runtime import Runtime
 from service.server import AgentServer
+from service.wiring.observability import Observability
 from tests.fakes.openai_script import ChatReply, ToolCallScript
 from tests.helpers import Running, local_embedder, make_chunk
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.agent.sentences import lexical_overlap
 from service.domain import Chunk, Deadline, ScoredChunk, SearchFilters
 from service.retrieval.base import QueryVectors
+from service.text.sentences import lexical_overlap
 
 ROOT = Path(__file__).resolve().parents[2]
 REALMODEL_DIR = ROOT / ".cache" / "realmodel"

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.agent.sentences import split_pieces
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
 from service.retrieval import piece_vectors
 from service.retrieval.embedders import FastEmbedEmbedder
+from service.text.sentences import split_pieces
 from tests.helpers import local_embedder
 
 PAGE = """---

@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -170,9 +170,12 @@ async def test_keys_from_a_jwks_url_and_a_rotation_at_the_issuer(tmp_path: Path)
     assert stale == INVALID
 
 
-def _verifier(jwks: Path, leeway_s: float = 0.0) -> JwtVerifier:
+def _verifier(
+    jwks: Path, leeway_s: float = 0.0, clock: Callable[[], float] = time.time
+) -> JwtVerifier:
     verifier = JwtVerifier(
-        JwtConfig(issuer=ISSUER, audience="ragagent", leeway_s=leeway_s, jwks_file=jwks)
+        JwtConfig(issuer=ISSUER, audience="ragagent", leeway_s=leeway_s, jwks_file=jwks),
+        clock=clock,
     )
     verifier.refresh_file()
     return verifier
@@ -181,11 +184,12 @@ def _verifier(jwks: Path, leeway_s: float = 0.0) -> JwtVerifier:
 def test_a_remembered_token_still_expires_and_goes_with_its_key(tmp_path: Path) -> None:
     jwks = tmp_path / "jwks.json"
     issuer = Issuer(jwks)
-    verifier = _verifier(jwks)
-    short = issuer.token(sub="a", roles=["ask"], exp=int(time.time()) + 1)
+    now = [time.time()]  # the verifier's clock, moved by the test
+    verifier = _verifier(jwks, clock=lambda: now[0])
+    short = issuer.token(sub="a", roles=["ask"], exp=int(now[0]) + 1)
     assert verifier.verify(short).name == "a"
     assert verifier.verify(short).name == "a"  # from memory
-    time.sleep(2.1)
+    now[0] += 2.1
     with pytest.raises(TokenRejected, match="expired"):
         verifier.verify(short)
 

@@ -12,9 +12,9 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from service.security.owner_migration import is_namespaced, namespace_session_owners
 from service.security.principal import Principal, owner_id
 from service.sessions import schema
+from service.sessions.owner_migration import is_namespaced, namespace_session_owners
 from tests.helpers import BOOKLET, running_server
 from tests.security.support import Issuer, bearer, new_key
 

@@ -15,7 +15,7 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
 from service.config import Settings
 from service.errors import ConfigurationError
 from service.security.tls import certificate_principal
-from service.security.wiring import Security
+from service.wiring.security import Security
 from tests.helpers import running_server
 from tests.security.support import (
     EVERY_RPC,

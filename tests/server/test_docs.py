@@ -1,5 +1,5 @@
-"""The README: its settings table is the Settings class, its first lines the two commands,
-and its commands work as written."""
+"""The README and docs/configuration.md: the settings table is the Settings class, the
+README's first lines are the two commands, and its commands work as written."""
 
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from tests.processes import command_env, server_process
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 VENV_BIN = Path(sys.executable).parent
 
 
-def test_readme_lists_every_setting_with_its_description() -> None:
-    table = README.split("<!-- settings:start -->")[1].split("<!-- settings:end -->")[0]
+def test_the_configuration_page_lists_every_setting_with_its_description() -> None:
+    table = CONFIGURATION.split("<!-- settings:start -->")[1].split("<!-- settings:end -->")[0]
     for env, _default, description in describe_settings():
-        assert f"`{env}`" in table, f"README lacks {env}"
-        assert description in table, f"README's description of {env} is stale"
+        assert f"`{env}`" in table, f"docs/configuration.md lacks {env}"
+        assert description in table, f"docs/configuration.md's description of {env} is stale"
+    listed = set(re.findall(r"^\| `(RAGAGENT_[A-Z0-9_]+)`", table, flags=re.MULTILINE))
+    assert listed == {env for env, _, _ in describe_settings()}, "a row for a removed setting"
 
 
 def test_readme_starts_with_the_two_set_up_commands() -> None:

@@ -1,9 +1,12 @@
 """Every session test runs twice: on SQLite in a temporary folder, and on PostgreSQL in a
-schema of its own that is dropped afterwards (marked ``postgres``)."""
+schema of its own that is dropped afterwards (marked ``postgres``). Under pytest-xdist each
+worker has a database of its own (TEST_POSTGRES_DSN's name + ``_gw0``, ``_gw1`` ...), created
+on first use and kept for the next run, so that workers never contend on one catalog."""
 
 from __future__ import annotations
 
 import os
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,13 +18,39 @@ from service.sessions import SessionStore
 from tests.sessions.support import Database, FakeClock, OpenStore
 
 POSTGRES_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+_worker_dsn: str | None = None
+
+
+async def _worker_database() -> str:
+    """This process's DSN: TEST_POSTGRES_DSN itself, or under xdist a database of the worker's
+    own beside it, created if absent (two workers never create the same one)."""
+    global _worker_dsn  # noqa: PLW0603 (once per process; the name depends on the worker)
+    if _worker_dsn is not None:
+        return _worker_dsn
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        _worker_dsn = POSTGRES_DSN
+        return _worker_dsn
+    import asyncpg
+
+    parts = urllib.parse.urlsplit(POSTGRES_DSN)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_{worker}"
+    admin = await asyncpg.connect(POSTGRES_DSN, timeout=3)
+    try:
+        if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    _worker_dsn = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    return _worker_dsn
 
 
 async def _postgres_schema() -> AsyncIterator[Database]:
     import asyncpg
 
     try:
-        admin = await asyncpg.connect(POSTGRES_DSN, timeout=3)
+        dsn = await _worker_database()
+        admin = await asyncpg.connect(dsn, timeout=3)
     except (OSError, TimeoutError, asyncpg.PostgresError) as error:
         pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_DSN} ({error!r})")
     schema = f"rag_test_{uuid.uuid4().hex[:12]}"
@@ -29,7 +58,7 @@ async def _postgres_schema() -> AsyncIterator[Database]:
     try:
         yield Database(
             "postgres",
-            POSTGRES_DSN.replace("postgresql://", "postgresql+asyncpg://", 1),
+            dsn.replace("postgresql://", "postgresql+asyncpg://", 1),
             {"server_settings": {"search_path": schema}},
         )
     finally:

@@ -20,7 +20,6 @@ from service.domain import ConversationTurn, ToolCallRecord, ToolCallStatus
 from service.errors import ConfigurationError, DatabaseUnavailable
 from service.sessions import SessionStore, open_session_store, schema, writes
 from service.sessions.sealing import Cipher, Content, Undecryptable, new_key
-from tests.sessions.conftest import POSTGRES_DSN
 from tests.sessions.support import START, Database, OpenStore, result
 
 QUESTION = "What does the zebra-quartz protocol say about my tax id 4411?"
@@ -74,7 +73,8 @@ async def raw_dump(database: Database) -> str:
         import asyncpg
 
         connection = await asyncpg.connect(
-            POSTGRES_DSN, server_settings=database.connect_args["server_settings"]
+            database.url.replace("postgresql+asyncpg://", "postgresql://", 1),
+            server_settings=database.connect_args["server_settings"],
         )
         try:
             rows = [tuple(row) for query in queries for row in await connection.fetch(query)]
@@ -135,7 +135,12 @@ async def test_keys_rotate_old_ones_open_new_ones_seal(
     assert "enc:v1:k2:" in dump
 
 
-@pytest.mark.parametrize("keys", [(), (KEY_2,), (f"k1:{new_key()}",)])
+@pytest.mark.parametrize(
+    "keys",
+    [(), (KEY_2,), (f"k1:{new_key()}",)],
+    # Named, not spelled: a random key in a test's id differs between xdist workers.
+    ids=["no key", "another key id", "the same id with another key"],
+)
 async def test_a_store_holding_text_it_cannot_open_is_refused(
     open_store: OpenStore, keys: tuple[str, ...]
 ) -> None:
@@ -240,6 +245,7 @@ async def test_history_stops_at_a_turn_recorded_without_text(open_store: OpenSto
         ("k1:not base64!", "not base64"),
         (f"k1:{base64.b64encode(b'short').decode()}", "has 5 bytes"),
     ],
+    ids=["no key", "a bad id", "an id twice", "not base64", "short"],
 )
 def test_a_malformed_key_setting_is_explained_without_the_key(setting: str, complaint: str) -> None:
     with pytest.raises(ConfigurationError, match=complaint) as failure:

@@ -16,10 +16,11 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.agent import AgentEvent, AgentRequest, AnswerDelta, Completed, RunStarted
-from service.api.agent import AgentServicer, TurnHandleLike
+from service.api.agent import AgentServicer
 from service.domain import RunResult
 from service.errors import DatabaseUnavailable
 from service.sessions import SessionStore
+from service.sessions.turns import TurnHandleLike
 from tests.sessions.support import result, rows_of
 
 

@@ -12,7 +12,6 @@ import asyncio
 import openai
 
 from service.agent.model import ChatModel
-from service.api.agent import Turns
 from service.api.interceptors.metrics import RpcMetrics
 from service.api.interceptors.tracing import RpcTracing
 from service.config import Settings
@@ -27,6 +26,7 @@ from service.observability.model_calls import ObservedChatModel, model_request_h
 from service.observability.runs import RunListener, RunLog, RunMetrics, RunTracing
 from service.observability.tracing import Tracing
 from service.retrieval.base import DocumentWrites, Embedder, Retriever
+from service.sessions.turns import Turns
 
 
 class Observability:
