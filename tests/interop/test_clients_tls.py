@@ -67,6 +67,8 @@ def server_settings(
         "tls_cert_file": server.cert,
         "tls_key_file": server.key,
         "api_keys_file": key_file[0],
+        # The sample corpus has no access labels: readable by every authenticated caller.
+        "access_unlabelled": "public",
     }
     if mutual_tls:
         settings["tls_client_ca_file"] = ca_file

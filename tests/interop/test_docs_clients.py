@@ -70,6 +70,8 @@ def server_settings(
         "tls_key_file": server.key,
         "tls_client_ca_file": ca_file,
         "api_keys_file": api_key[0],
+        # The sample corpus has no access labels: readable by every authenticated caller.
+        "access_unlabelled": "public",
     }
 
 

@@ -110,6 +110,8 @@ def server_settings(tls: Tls, keys: Keys, mutual_tls: bool) -> dict[str, Any]:
         "tls_cert_file": tls.server.cert,
         "tls_key_file": tls.server.key,
         "api_keys_file": keys.file,
+        # The sample corpus has no access labels: readable by every authenticated caller.
+        "access_unlabelled": "public",
     }
     if mutual_tls:
         settings["tls_client_ca_file"] = tls.ca_file

@@ -84,7 +84,7 @@ async def test_sigterm_during_a_stream_sends_cancelled_before_the_status(
     assert stored[0][2].startswith("SHUTTING_DOWN: ")
 
 
-async def test_metadata_is_logged_with_the_run_at_debug(tmp_path: Path) -> None:
+async def test_metadata_keys_are_logged_with_the_run_at_debug(tmp_path: Path) -> None:
     local_embedder()  # skips where the model is not provisioned
     labels = {"client": "billing-ui", "build": "2026.11.3"}
     with server_process(tmp_path, log_level="DEBUG", log_format="json") as server:
@@ -98,7 +98,8 @@ async def test_metadata_is_logged_with_the_run_at_debug(tmp_path: Path) -> None:
     assert len(logged) == 1, server.log_tail()
     assert logged[0]["level"] == "debug"
     assert logged[0]["request_id"] == response.request_id
-    assert logged[0]["metadata"] == labels
+    # Keys only: the values may carry what the database seals (issue 26).
+    assert logged[0]["metadata"] == {"keys": sorted(labels)}
 
 
 async def test_metadata_is_not_logged_at_info(tmp_path: Path) -> None:
