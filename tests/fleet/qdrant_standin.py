@@ -55,6 +55,12 @@ def _dump(value: Any) -> Any:
 
 
 class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog is 5: twenty writers connecting at once on a busy
+    # machine overflowed it and saw their connections reset (httpcore.ReadError), which a
+    # real Qdrant (backlog in the hundreds) would not do.
+    request_queue_size = 128
+    daemon_threads = True
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that closes its keep-alive connection is normal; anything else is shown.
         if not isinstance(sys.exc_info()[1], ConnectionError):

@@ -143,7 +143,9 @@ def test_sigterm_stops_the_server_within_its_grace_period_mid_parse(
     # the interpreter's own exit after it takes seconds more on a busy machine (measured
     # 4-6 s on 2 shared cores, with or without a parse), hence the looser bound on the whole.
     drained = _seconds_between(log, "shutting down", "stopped")
-    assert drained <= GRACE_S + 1, f"drained in {drained:.1f} s; log:\n{log[-3000:]}"
+    # After the grace period the pool's threads and the stores close: about 1 s measured on
+    # 2 loaded cores (4.03 s once in CI), against minutes before the parse could be stopped.
+    assert drained <= GRACE_S + 3, f"drained in {drained:.1f} s; log:\n{log[-3000:]}"
     assert took < GRACE_S + 15, f"SIGTERM took {took:.1f} s; log:\n{log[-3000:]}"
 
 
