@@ -225,7 +225,8 @@ async def test_a_four_turn_conversation_that_would_overflow_is_trimmed(
         assert isinstance(result, RunResult), result
         assert result.status is ResponseStatus.SUCCESS
         # Sessions replay stored answers; a long one is what fills a window.
-        history.append(ConversationTurn(question, result.answer + " " + (CORPUS[0].text * 3)[:2500]))
+        filler = (CORPUS[0].text * 3)[:2500]
+        history.append(ConversationTurn(question, result.answer + " " + filler))
 
     # Turn 4 as sent whole would not have fitted; the fitted prompt does.
     query = questions[-1]
