@@ -205,6 +205,10 @@ inputs:
 
 build_typescript() {
   local lock_sha stamp="$TS_DIR/node_modules/.ragagent-lock.sha256"
+  # One build of this folder at a time: two test processes building it at once (seen under
+  # pytest-xdist in CI) removed and checked each other's generated files.
+  exec 9>"$TS_DIR/.build.lock"
+  flock 9
   lock_sha="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sha" ]; then
     npm ci --prefix "$TS_DIR" --no-audit --no-fund --ignore-scripts
