@@ -1,5 +1,8 @@
-"""The real server on port 0, in-process, over an embedded store holding ``documents``, and
-the Node.js client (client.mjs) with its node_modules installed."""
+"""The real server on port 0, in-process, over an embedded store holding ``documents``; the
+Node.js client (client.mjs) with its node_modules installed; and the Go, Java and TypeScript
+example clients, each built once per session here (fixtures imported into several modules
+were built once per module, and a later build removed the TypeScript client's dist/ that
+an earlier one had made)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,18 @@ import pytest
 
 from service.domain import Chunk
 from tests.helpers import Running, running_server
-from tests.interop.support import DOCS, INTEROP_DIR, NODE_CLIENT, NPM, THIRD_PARTY_PROTOS
+from tests.interop.support import (
+    BUILD,
+    BUILD_TIMEOUT_S,
+    DOCS,
+    EXIT_TOOLCHAIN,
+    INTEROP_DIR,
+    NODE_CLIENT,
+    NPM,
+    PROJECT_ROOT,
+    THIRD_PARTY_PROTOS,
+    TS_DIR,
+)
 
 NPM_TIMEOUT_S = 300.0
 
@@ -66,3 +80,84 @@ def node_client() -> Path:
                 f"{result.stderr[-4000:]}"
             )
     return NODE_CLIENT
+
+
+BUF = PROJECT_ROOT / ".venv" / "bin" / "buf"
+
+
+def _build(language: str, out: Path) -> None:
+    if not BUF.is_file():
+        pytest.skip(f"buf not installed at {BUF}: run `make setup`")
+    if not THIRD_PARTY_PROTOS.is_dir():
+        pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
+    try:
+        result = subprocess.run(
+            ["bash", str(BUILD), "--out", str(out), language],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"build-clients.sh {language} took more than {BUILD_TIMEOUT_S:.0f} s")
+    if result.returncode == EXIT_TOOLCHAIN:
+        pytest.skip(f"{language} toolchain not installed: {result.stdout.strip()}")
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+
+
+@pytest.fixture(scope="session")
+def go_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("clients")
+    _build("go", out)
+    return [str(out / "go" / "bin" / "ragagent-ask")]
+
+
+@pytest.fixture(scope="session")
+def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("clients")
+    _build("java", out)
+    classpath = (out / "java" / "classpath").read_text()
+    options = (out / "java" / "jvm-options").read_text()  # netty-tcnative, for TLS
+    return ["java", options, "-cp", classpath, "dev.ragagent.example.AskStream"]
+
+
+@pytest.fixture(scope="session")
+def ts_client() -> Path:
+    """client.ts generated, type-checked and compiled to dist/client.js (once per session).
+
+    scripts/build-clients.sh does it (as `make clients` does): `npm ci` when
+    package-lock.json changed, `buf generate` with clients/typescript/buf.gen.yaml (failing
+    if it wrote anything but ragagent/v1), google/rpc/error_details.proto on purpose, `tsc`.
+    """
+    if not THIRD_PARTY_PROTOS.is_dir():
+        pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
+    try:
+        result = subprocess.run(
+            ["bash", str(BUILD), "typescript"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"build-clients.sh typescript took more than {BUILD_TIMEOUT_S:.0f} s: "
+            "is the npm registry reachable?"
+        )
+    assert result.returncode == 0, (
+        f"build-clients.sh typescript failed (exit {result.returncode}); `npm ci` needs the "
+        f"npm registry and a package-lock.json in sync with package.json:\n"
+        f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    )
+    gen = TS_DIR / "gen" / "ts"
+    generated = sorted(str(p.relative_to(gen)) for p in gen.rglob("*.ts"))
+    assert generated == [
+        "google/rpc/error_details_pb.ts",
+        "ragagent/v1/agent_pb.ts",
+        "ragagent/v1/corpus_pb.ts",
+        "ragagent/v1/session_pb.ts",
+        "ragagent/v1/types_pb.ts",
+    ]
+    return TS_DIR / "dist" / "client.js"

@@ -23,6 +23,8 @@ THIRD_PARTY_PROTOS = PROJECT_ROOT / ".cache" / "protos"
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
 NODE_CLIENT = INTEROP_DIR / "client.mjs"
+# The TypeScript example client, built by scripts/build-clients.sh (conftest.ts_client).
+TS_DIR = INTEROP_DIR / "ts"
 
 # Exit codes of every client.
 EXIT_OK = 0

@@ -28,8 +28,6 @@ from tests.interop.support import (
     check_ask_stream,
     run_client,
 )
-from tests.interop.test_go_java_clients import go_client, java_client  # noqa: F401
-from tests.interop.test_ts_client import ts_client  # noqa: F401
 from tests.security.support import CertFiles, client_cert, new_key, server_cert
 
 pytestmark = pytest.mark.slow

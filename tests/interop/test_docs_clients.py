@@ -22,8 +22,7 @@ import pytest
 import trustme
 
 from tests.helpers import Running
-from tests.interop.support import NODE, NPM, PROJECT_ROOT
-from tests.interop.test_ts_client import TS_DIR, ts_client  # noqa: F401
+from tests.interop.support import NODE, NPM, PROJECT_ROOT, TS_DIR
 from tests.security.support import CertFiles, client_cert, new_key, server_cert
 
 pytestmark = [
@@ -93,7 +92,7 @@ async def _bash(script: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, 
 
 
 async def test_the_typescript_example_compiles_and_runs_over_mutual_tls_with_a_key(
-    ts_client: Path,  # noqa: F811  (built once: node_modules installed from the lock)
+    ts_client: Path,  # built once: node_modules installed from the lock
     server: Running,
     pki: tuple[Path, CertFiles, CertFiles],
     api_key: tuple[Path, str],

@@ -15,63 +15,16 @@ packages are listed in scripts/build-clients.sh and docs/clients.md).
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from tests.helpers import Running
 from tests.interop.support import (
-    BUILD,
-    BUILD_TIMEOUT_S,
-    EXIT_TOOLCHAIN,
-    PROJECT_ROOT,
-    THIRD_PARTY_PROTOS,
     check_ask_stream,
     check_bad_request,
     run_client,
 )
 
-BUF = PROJECT_ROOT / ".venv" / "bin" / "buf"
-
 pytestmark = pytest.mark.slow
-
-
-def _build(language: str, out: Path) -> None:
-    if not BUF.is_file():
-        pytest.skip(f"buf not installed at {BUF}: run `make setup`")
-    if not THIRD_PARTY_PROTOS.is_dir():
-        pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
-    try:
-        result = subprocess.run(
-            ["bash", str(BUILD), "--out", str(out), language],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"build-clients.sh {language} took more than {BUILD_TIMEOUT_S:.0f} s")
-    if result.returncode == EXIT_TOOLCHAIN:
-        pytest.skip(f"{language} toolchain not installed: {result.stdout.strip()}")
-    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
-
-
-@pytest.fixture(scope="session")
-def go_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    out = tmp_path_factory.mktemp("clients")
-    _build("go", out)
-    return [str(out / "go" / "bin" / "ragagent-ask")]
-
-
-@pytest.fixture(scope="session")
-def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    out = tmp_path_factory.mktemp("clients")
-    _build("java", out)
-    classpath = (out / "java" / "classpath").read_text()
-    options = (out / "java" / "jvm-options").read_text()  # netty-tcnative, for TLS
-    return ["java", options, "-cp", classpath, "dev.ragagent.example.AskStream"]
 
 
 @pytest.fixture(params=["go", "java"])

@@ -16,7 +16,6 @@ package-lock.json changes).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,66 +23,18 @@ import pytest
 from tests.helpers import Running
 from tests.interop import support
 from tests.interop.support import (
-    BUILD,
-    BUILD_TIMEOUT_S,
     EXIT_OK,
-    INTEROP_DIR,
     NODE,
     NPM,
-    PROJECT_ROOT,
-    THIRD_PARTY_PROTOS,
     ClientResult,
     check_ask_stream,
     check_bad_request,
 )
 
-TS_DIR = INTEROP_DIR / "ts"
-
 pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None,
     reason="TypeScript interop tests need `node` and `npm` on PATH (not found)",
 )
-
-
-@pytest.fixture(scope="session")
-def ts_client() -> Path:
-    """client.ts generated, type-checked and compiled to dist/client.js (once per session).
-
-    scripts/build-clients.sh does it (as `make clients` does): `npm ci` when
-    package-lock.json changed, `buf generate` with clients/typescript/buf.gen.yaml (failing
-    if it wrote anything but ragagent/v1), google/rpc/error_details.proto on purpose, `tsc`.
-    """
-    if not THIRD_PARTY_PROTOS.is_dir():
-        pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
-    try:
-        result = subprocess.run(
-            ["bash", str(BUILD), "typescript"],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"build-clients.sh typescript took more than {BUILD_TIMEOUT_S:.0f} s: "
-            "is the npm registry reachable?"
-        )
-    assert result.returncode == 0, (
-        f"build-clients.sh typescript failed (exit {result.returncode}); `npm ci` needs the "
-        f"npm registry and a package-lock.json in sync with package.json:\n"
-        f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    )
-    gen = TS_DIR / "gen" / "ts"
-    generated = sorted(str(p.relative_to(gen)) for p in gen.rglob("*.ts"))
-    assert generated == [
-        "google/rpc/error_details_pb.ts",
-        "ragagent/v1/agent_pb.ts",
-        "ragagent/v1/corpus_pb.ts",
-        "ragagent/v1/session_pb.ts",
-        "ragagent/v1/types_pb.ts",
-    ]
-    return TS_DIR / "dist" / "client.js"
 
 
 async def run_client(client: Path, target: str, *args: str) -> ClientResult:
