@@ -18,6 +18,7 @@ import httpx
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.agent.prompts import read_opening
 from service.config import Settings
+from service.configs import agent_config, model_client_config, session_store_config
 from service.errors import ConfigurationError
 from service.executor import INLINE, Blocking, BlockingExecutor
 from service.observability.logging import get_logger
@@ -230,17 +231,18 @@ class Runtime:
             retriever = observe.retriever(build_retriever(settings, store, reranker))
             model = None
             if settings.effective_strategy != "extractive":
-                llm = build_openai_client(settings, http_client=observe.model_http_client())
+                client_config = model_client_config(settings)
+                llm = build_openai_client(client_config, http_client=observe.model_http_client())
                 stack.push_async_callback(llm.close)
-                model = observe.model(OpenAIChatModel.from_settings(llm, settings))
+                model = observe.model(OpenAIChatModel.from_config(llm, client_config))
             agent = Agent(
-                settings,
+                agent_config(settings),
                 retriever=retriever,
                 model=model,
                 embedder=embedder,
                 system_prompt=opening,
             )
-            sessions = await open_session_store(settings)
+            sessions = await open_session_store(session_store_config(settings))
             stack.push_async_callback(sessions.close)
             purger = SessionPurger(sessions, interval_s=settings.session_purge_interval)
             await purger.start()

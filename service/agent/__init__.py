@@ -2,9 +2,11 @@
 
 Public surface: :class:`Agent` and :class:`AgentRequest`, the events in
 :mod:`service.agent.events`, the :class:`ChatModel` protocol with its OpenAI implementation,
-and :func:`build_openai_client` for the server wiring.
+their configs (:class:`AgentConfig`, :class:`ModelClientConfig`) and
+:func:`build_openai_client` for the composition root.
 """
 
+from service.agent.config import AgentConfig, ModelClientConfig, StrategyName
 from service.agent.events import (
     AgentEvent,
     AnswerDelta,
@@ -18,13 +20,14 @@ from service.agent.events import (
     ToolCallStarted,
 )
 from service.agent.model import ChatModel, OpenAIChatModel, build_openai_client
-from service.agent.orchestrator import Agent, StrategyName
+from service.agent.orchestrator import Agent
 from service.agent.prompts import NO_ANSWER_MESSAGE
 from service.agent.run import AgentRequest
 
 __all__ = [
     "NO_ANSWER_MESSAGE",
     "Agent",
+    "AgentConfig",
     "AgentEvent",
     "AgentRequest",
     "AnswerDelta",
@@ -32,6 +35,7 @@ __all__ = [
     "CitationFound",
     "Completed",
     "Heartbeat",
+    "ModelClientConfig",
     "OpenAIChatModel",
     "RunStarted",
     "SourcesFound",

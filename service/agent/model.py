@@ -39,9 +39,9 @@ from service.agent.capabilities import (
     probe_context_tokens,
     token_counter,
 )
+from service.agent.config import ModelClientConfig
 from service.agent.model_calls import ModelCalls
 from service.agent.wait_clock import WaitClock
-from service.config import Settings
 from service.domain import Deadline, Usage
 from service.errors import (
     ConfigurationError,
@@ -114,13 +114,13 @@ class ChatModel(Protocol):
 
 
 def build_openai_client(
-    settings: Settings, *, http_client: openai.DefaultAsyncHttpxClient | None = None
+    config: ModelClientConfig, *, http_client: openai.DefaultAsyncHttpxClient | None = None
 ) -> openai.AsyncOpenAI:
-    """The AsyncOpenAI client for the configured endpoint (called by the server wiring);
-    ``http_client`` lets the wiring hook the HTTP requests (trace context, attempt count)."""
-    if settings.llm_api_key is not None:
-        key = settings.llm_api_key.get_secret_value()
-    elif settings.llm_base_url is not None:
+    """The AsyncOpenAI client for the configured endpoint (built by the composition root);
+    ``http_client`` lets the root hook the HTTP requests (trace context, attempt count)."""
+    if config.api_key is not None:
+        key = config.api_key
+    elif config.base_url is not None:
         key = PLACEHOLDER_API_KEY
     else:
         raise ConfigurationError(
@@ -129,9 +129,9 @@ def build_openai_client(
         )
     return openai.AsyncOpenAI(
         api_key=key,
-        base_url=settings.llm_base_url,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
+        base_url=config.base_url,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
         http_client=http_client,
     )
 
@@ -168,18 +168,17 @@ class OpenAIChatModel:
         self._siblings: dict[str, OpenAIChatModel] = {model: self}
 
     @classmethod
-    def from_settings(cls, client: openai.AsyncOpenAI, settings: Settings) -> OpenAIChatModel:
-        tool_calling = settings.llm_tool_calling
+    def from_config(cls, client: openai.AsyncOpenAI, config: ModelClientConfig) -> OpenAIChatModel:
         return cls(
             client,
-            model=settings.llm_model,
-            max_tokens=settings.llm_max_tokens,
-            timeout=settings.llm_timeout,
-            idle_timeout=settings.llm_stream_idle_timeout,
-            first_token_timeout=settings.llm_first_token_timeout,
-            context_tokens=settings.llm_context_tokens,
-            tool_calling=None if tool_calling == "auto" else tool_calling,
-            base_url=settings.llm_base_url,
+            model=config.model,
+            max_tokens=config.max_tokens,
+            timeout=config.timeout,
+            idle_timeout=config.idle_timeout,
+            first_token_timeout=config.first_token_timeout,
+            context_tokens=config.context_tokens,
+            tool_calling=config.tool_calling,
+            base_url=config.base_url,
         )
 
     @property

@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from service.agent.agentic import run_agentic
+from service.agent.config import AgentConfig, StrategyName
 from service.agent.events import AgentEvent, Completed, Heartbeat, RunStarted
 from service.agent.extractive import run_extractive
 from service.agent.latency import EndpointLatency, fitting
@@ -37,7 +38,6 @@ from service.agent.retrieve_first import run_retrieve_first
 from service.agent.run import AgentRequest, Outcome, Run
 from service.agent.sdk import load_agents_sdk
 from service.agent.sentence_vectors import SentenceVectors
-from service.config import Settings
 from service.domain import AnswerMode, Deadline, ResponseStatus, ToolCallStatus
 from service.errors import (
     ConfigurationError,
@@ -52,8 +52,6 @@ from service.retrieval.base import Embedder, Retriever
 
 log = get_logger("ragagent.agent")
 
-StrategyName = Literal["agentic", "agents_sdk", "retrieve_first", "extractive"]
-
 # A deadline this close is as good as gone: the timer that fired may run a hair early.
 _DEADLINE_SLACK_S = 0.05
 
@@ -67,12 +65,12 @@ class Agent:
     """Answers questions with the configured strategy.
 
     ``model`` is required by the agentic and retrieve_first strategies, ``embedder`` by
-    the extractive one; ``strategy`` overrides ``settings.effective_strategy``.
+    the extractive one; ``strategy`` overrides ``config.strategy`` (and is never downgraded).
     """
 
     def __init__(
         self,
-        settings: Settings,
+        config: AgentConfig,
         *,
         retriever: Retriever,
         model: ChatModel | None = None,
@@ -82,10 +80,10 @@ class Agent:
     ) -> None:
         """``system_prompt``: the opening of every system prompt (the operator's
         RAGAGENT_SYSTEM_PROMPT_FILE, read by the composition root); None: the built-in one."""
-        self._strategy: StrategyName = strategy or settings.effective_strategy
+        self._strategy: StrategyName = strategy or config.strategy
         # Only a server left to choose (auto) may answer a short deadline with a faster
         # strategy; an explicit one always runs as configured.
-        self._auto = strategy is None and settings.agent_strategy == "auto"
+        self._auto = strategy is None and config.auto
         self._latency = EndpointLatency()
         if self._strategy != "extractive" and model is None:
             raise ConfigurationError(f"the {self._strategy} strategy needs a chat model")
@@ -95,21 +93,21 @@ class Agent:
         self._model = model
         # One per agent: the vectors of pieces it has ranked are remembered across runs.
         self._sentence_vectors = SentenceVectors(embedder) if embedder is not None else None
-        self._threshold = settings.confidence_threshold
-        self._temperature = settings.llm_temperature
-        self._max_tool_rounds = settings.max_tool_rounds
-        self._heartbeat_interval = settings.heartbeat_interval
-        self._sentences = settings.extractive_sentences
+        self._threshold = config.confidence_threshold
+        self._temperature = config.temperature
+        self._max_tool_rounds = config.max_tool_rounds
+        self._heartbeat_interval = config.heartbeat_interval
+        self._sentences = config.extractive_sentences
         # Imported only when selected: the SDK is an optional extra.
         self._sdk = (
-            load_agents_sdk(tracing=settings.agents_sdk_tracing)
+            load_agents_sdk(tracing=config.agents_sdk_tracing)
             if self._strategy == "agents_sdk"
             else None
         )
         self._opening = system_prompt
         # Runs in progress, for stop_runs(); each removes itself when it ends.
         self._active: set[tuple[Run, asyncio.Task[None]]] = set()
-        self._candidates = settings.extractive_candidates
+        self._candidates = config.extractive_candidates
 
     @property
     def strategy(self) -> StrategyName:

@@ -5,7 +5,7 @@ See :mod:`service.sessions.store` for the concurrency and atomicity rules.
 
 from __future__ import annotations
 
-from service.config import Settings
+from service.sessions.config import SessionStoreConfig
 from service.sessions.engine import Pool, sqlite_url
 from service.sessions.purger import SessionPurger, run_purger
 from service.sessions.records import (
@@ -27,42 +27,33 @@ __all__ = [
     "DEFAULT_STALE_TURN_S",
     "MAX_MESSAGE_CHARS",
     "Clock",
+    "Pool",
     "RunStatus",
     "SessionPurger",
     "SessionRecord",
     "SessionStatus",
     "SessionStore",
+    "SessionStoreConfig",
     "TokenCounter",
     "TurnHandle",
     "TurnRecord",
     "approx_tokens",
     "open_session_store",
     "run_purger",
+    "sqlite_url",
     "utc_now",
 ]
 
 
-async def open_session_store(settings: Settings, *, clock: Clock = utc_now) -> SessionStore:
-    """The store the settings describe: RAGAGENT_DATABASE_URL, else SQLite under DATA_DIR."""
-    url = (
-        settings.database_url.get_secret_value()
-        if settings.database_url is not None
-        else sqlite_url(settings.data_dir)
-    )
+async def open_session_store(config: SessionStoreConfig, *, clock: Clock = utc_now) -> SessionStore:
+    """The store ``config`` describes, its schema made or checked."""
     return await SessionStore.open(
-        url,
-        ttl_s=settings.session_ttl,
-        stale_turn_s=settings.turn_lease,
-        history_tokens=settings.session_history_tokens,
+        config.url,
+        ttl_s=config.ttl_s,
+        stale_turn_s=config.stale_turn_s,
+        history_tokens=config.history_tokens,
         clock=clock,
-        pgbouncer=settings.database_pgbouncer,
-        pool=Pool(
-            size=settings.database_pool_size,
-            max_overflow=settings.database_max_overflow,
-            timeout_s=settings.database_pool_timeout,
-        ),
-        content=Content.from_settings(
-            record=settings.record_content,
-            key=key.get_secret_value() if (key := settings.session_encryption_key) else None,
-        ),
+        pgbouncer=config.pgbouncer,
+        pool=config.pool,
+        content=Content.from_key(record=config.record_content, key=config.encryption_key),
     )

@@ -117,7 +117,7 @@ class Content:
     cipher: Cipher | None = None
 
     @classmethod
-    def from_settings(cls, *, record: bool, key: str | None) -> Content:
+    def from_key(cls, *, record: bool, key: str | None) -> Content:
         return cls(record=record, cipher=Cipher.parse(key) if key else None)
 
     def seal(self, text: str, turn_id: str, name: str) -> str:

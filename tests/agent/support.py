@@ -25,8 +25,9 @@ from service.agent import (
     ToolCallPending,
     ToolCallStarted,
 )
-from service.agent.orchestrator import StrategyName
+from service.agent.config import StrategyName
 from service.config import Settings
+from service.configs import agent_config, model_client_config
 from service.domain import (
     Chunk,
     Deadline,
@@ -131,8 +132,10 @@ def make_agent(
         client = openai.AsyncOpenAI(
             api_key="test-key", base_url=fake.base_url, max_retries=config.llm_max_retries
         )
-        model = OpenAIChatModel.from_settings(client, config)
-    agent = Agent(config, retriever=retriever, model=model, embedder=embedder, strategy=strategy)
+        model = OpenAIChatModel.from_config(client, model_client_config(config))
+    agent = Agent(
+        agent_config(config), retriever=retriever, model=model, embedder=embedder, strategy=strategy
+    )
     return agent, client
 
 

@@ -14,8 +14,9 @@ import agents
 import pytest
 from agents.tracing import Span, Trace, TracingProcessor
 
-from service.agent import Agent
+from service.agent import Agent, AgentConfig
 from service.agent.sdk import INSTALL_HINT
+from service.configs import agent_config, model_client_config
 from service.domain import ResponseStatus
 from service.errors import ConfigurationError
 from tests.agent.conftest import AgentFactory
@@ -139,8 +140,8 @@ async def test_tracing_on_traces_without_prompts_or_answers(
     config = settings(agents_sdk_tracing=True, llm_base_url=fake_openai.base_url)
     script(fake_openai)
     async with openai.AsyncOpenAI(api_key="k", base_url=fake_openai.base_url) as client:
-        model = OpenAIChatModel.from_settings(client, config)
-        agent = Agent(config, retriever=retriever, model=model, strategy="agents_sdk")
+        model = OpenAIChatModel.from_config(client, model_client_config(config))
+        agent = Agent(agent_config(config), retriever=retriever, model=model, strategy="agents_sdk")
         labelled = request(QUESTION, metadata={"team": "robotics"})
         result = completed(await collect(agent.run(labelled))).result
 
@@ -165,9 +166,9 @@ def test_without_the_extra_the_strategy_is_a_start_up_error_naming_it(
     monkeypatch.setitem(sys.modules, "agents", None)  # what a missing package looks like
 
     with pytest.raises(ConfigurationError) as caught:
-        Agent(settings(), retriever=FakeRetriever(), model=object(), strategy="agents_sdk")  # type: ignore[arg-type]
+        Agent(AgentConfig(), retriever=FakeRetriever(), model=object(), strategy="agents_sdk")  # type: ignore[arg-type]
 
     assert INSTALL_HINT in str(caught.value)
     assert "agents_sdk" in str(caught.value)
     # The other strategies never import the SDK.
-    Agent(settings(), retriever=FakeRetriever(), model=object(), strategy="agentic")  # type: ignore[arg-type]
+    Agent(AgentConfig(), retriever=FakeRetriever(), model=object(), strategy="agentic")  # type: ignore[arg-type]

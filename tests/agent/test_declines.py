@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from generated.ragagent.v1 import agent_pb2
 from service.agent import AnswerDelta
+from service.agent.config import StrategyName
 from service.agent.declines import (
     NO_ANSWER_TOOL_NAME,
     Opening,
@@ -25,7 +26,6 @@ from service.agent.declines import (
     declined_message,
 )
 from service.agent.model import ToolCallRequest
-from service.agent.orchestrator import StrategyName
 from service.api.convert import result_to_proto
 from service.domain import ResponseStatus, RunResult
 from service.errors import ModelEmptyAnswer

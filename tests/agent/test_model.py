@@ -1,13 +1,14 @@
-"""The OpenAI chat model and the client factory used by the server wiring."""
+"""The OpenAI chat model and the client factory the composition root uses."""
 
 from __future__ import annotations
 
 import openai
 import pytest
 
-from service.agent import build_openai_client
+from service.agent import ModelClientConfig, build_openai_client
 from service.agent.model import OpenAIChatModel, TextDelta, TurnEnd
 from service.config import Settings
+from service.configs import model_client_config
 from service.domain import Deadline, Usage
 from service.errors import ConfigurationError
 from tests.fakes.openai_server import ChatReply, FakeOpenAI, ToolCallScript
@@ -15,7 +16,9 @@ from tests.fakes.openai_server import ChatReply, FakeOpenAI, ToolCallScript
 
 def test_a_local_server_needs_no_key() -> None:
     client = build_openai_client(
-        Settings(llm_base_url="http://127.0.0.1:8080/v1", llm_timeout=12, llm_max_retries=4)
+        model_client_config(
+            Settings(llm_base_url="http://127.0.0.1:8080/v1", llm_timeout=12, llm_max_retries=4)
+        )
     )
     assert client.api_key == "not-needed"
     assert str(client.base_url).startswith("http://127.0.0.1:8080/v1")
@@ -24,20 +27,21 @@ def test_a_local_server_needs_no_key() -> None:
 
 
 def test_a_key_is_used_when_given() -> None:
-    client = build_openai_client(Settings(llm_api_key="sk-test"))
+    client = build_openai_client(model_client_config(Settings(llm_api_key="sk-test")))
     assert client.api_key == "sk-test"
 
 
 def test_no_endpoint_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="RAGAGENT_LLM_BASE_URL"):
-        build_openai_client(Settings())
+        build_openai_client(ModelClientConfig())
 
 
 async def test_the_factory_client_talks_to_the_endpoint(fake_openai: FakeOpenAI) -> None:
     fake_openai.script_chat(ChatReply.text("ok"))
     settings = Settings(llm_base_url=fake_openai.base_url, llm_model="local-model")
-    async with build_openai_client(settings) as client:
-        model = OpenAIChatModel.from_settings(client, settings)
+    config = model_client_config(settings)
+    async with build_openai_client(config) as client:
+        model = OpenAIChatModel.from_config(client, config)
         events = [
             e
             async for e in model.stream(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from service.agent import Agent, AgentRequest
+from service.agent import Agent, AgentConfig, AgentRequest
+from service.agent.config import StrategyName
 from service.agent.model import ToolCallRequest
-from service.agent.orchestrator import StrategyName
 from service.api.convert import result_to_proto
+from service.configs import agent_config
 from service.domain import ConversationTurn, ResponseStatus, Usage
 from service.errors import ModelContextExceeded, ModelRequestRejected
 from service.retrieval.base import Embedder
@@ -50,7 +51,9 @@ def agent_with(
     retriever = FakeRetriever()
     retriever.add(QUESTION, (WABOT, 0.8), (EVIL, 0.6), (ASIMO, 0.5))
     retriever.add("first humanoid", (WABOT, 0.7))
-    agent = Agent(settings(**overrides), retriever=retriever, model=model, strategy=strategy)
+    agent = Agent(
+        agent_config(settings(**overrides)), retriever=retriever, model=model, strategy=strategy
+    )
     return agent, retriever
 
 
@@ -183,7 +186,7 @@ async def test_extractive_sends_no_document_text_to_any_model(embedder: Embedder
     retriever = FakeRetriever()
     retriever.add(QUESTION, (WABOT, 0.8), (EVIL, 0.6))
     agent = Agent(
-        settings(), retriever=retriever, model=model, embedder=embedder, strategy="extractive"
+        AgentConfig(), retriever=retriever, model=model, embedder=embedder, strategy="extractive"
     )
     result = await answer(agent)
     assert model.calls == []
@@ -195,7 +198,7 @@ async def test_a_passage_cannot_close_the_data_block() -> None:
     model = FakeChatModel(Scripted(text="No [1]."))
     retriever = FakeRetriever()
     retriever.add(QUESTION, (sneaky, 0.9))
-    agent = Agent(settings(), retriever=retriever, model=model, strategy="retrieve_first")
+    agent = Agent(AgentConfig(), retriever=retriever, model=model, strategy="retrieve_first")
 
     await answer(agent)
 
@@ -230,7 +233,7 @@ async def test_then_the_lowest_scored_passages_then_the_answer_room() -> None:
     history = [long_turn(1)]
     hits = [(c, 0.9 - i * 0.1) for i, c in enumerate(big)]
     retriever.add(f"{history[0].question}\n{QUESTION}", *hits)
-    agent = Agent(settings(), retriever=retriever, model=model, strategy="retrieve_first")
+    agent = Agent(AgentConfig(), retriever=retriever, model=model, strategy="retrieve_first")
 
     await answer(agent, request(QUESTION, history=history))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from service.agent import AgentRequest, AnswerDelta, SourcesFound
 from service.agent.orchestrator import Agent
 from service.config import Settings
+from service.configs import agent_config
 from service.evaluation import load_questions
 from service.ingest.loader import load_documents
 from service.ingest.pipeline import Ingestor
@@ -75,7 +76,7 @@ async def main() -> None:
 
             def agent(strategy: str) -> Agent:
                 return Agent(
-                    settings,
+                    agent_config(settings),
                     retriever=runtime.store,
                     model=model,
                     embedder=runtime.embedder,

@@ -16,7 +16,8 @@ import time
 import openai
 
 from service.agent import Agent, AgentRequest, Completed, OpenAIChatModel
-from service.agent.orchestrator import StrategyName
+from service.agent.config import StrategyName
+from service.configs import agent_config, model_client_config
 from service.domain import ResponseStatus
 from tests.agent.support import FakeRetriever, chunk, settings
 from tests.bench.common import report
@@ -46,10 +47,11 @@ async def main() -> None:
     async with FakeOpenAI() as fake:
         config = settings(llm_base_url=fake.base_url, llm_context_tokens=8192)
         async with openai.AsyncOpenAI(api_key="k", base_url=fake.base_url) as client:
-            model = OpenAIChatModel.from_settings(client, config)
+            model = OpenAIChatModel.from_config(client, model_client_config(config))
             strategies: list[StrategyName] = ["agentic", "agents_sdk"]
             agents = {
-                s: Agent(config, retriever=retriever, model=model, strategy=s) for s in strategies
+                s: Agent(agent_config(config), retriever=retriever, model=model, strategy=s)
+                for s in strategies
             }
             for index in range(RUNS + 1):
                 for name in strategies if index % 2 else reversed(strategies):

@@ -18,7 +18,7 @@ def test_new_key_prints_an_entry_the_setting_accepts(capsys: pytest.CaptureFixtu
     assert main(["sessions", "new-key"]) == 0  # default id: today's date
     older = capsys.readouterr().out.strip()
     assert re.fullmatch(r"\d{8}:[A-Za-z0-9+/]{43}=", older)
-    content = Content.from_settings(record=True, key=f"{entry},{older}")
+    content = Content.from_key(record=True, key=f"{entry},{older}")
     assert content.cipher is not None
     assert content.cipher.active == "2026-11"
     assert content.open(content.seal("text", "turn", "question"), "turn", "question") == "text"

@@ -19,6 +19,7 @@ from service.agent import Agent
 from service.api.agent import AgentServicer
 from service.api.corpus import CorpusServicer
 from service.config import Settings
+from service.configs import agent_config
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
 from service.runtime import Runtime
@@ -147,7 +148,10 @@ async def corpus_server(data_dir: Path, **overrides: object) -> AsyncIterator[Co
         CorpusServicer(ingestor, runtime.store), server
     )
     agent = Agent(
-        settings, retriever=runtime.retriever, embedder=runtime.embedder, strategy="extractive"
+        agent_config(settings),
+        retriever=runtime.retriever,
+        embedder=runtime.embedder,
+        strategy="extractive",
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
         AgentServicer(

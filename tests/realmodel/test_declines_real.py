@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import openai
 import pytest
 
-from service.agent.orchestrator import StrategyName
+from service.agent.config import StrategyName
 from service.agent.prompts import Prompts
 from service.agent.sources import SourceBook
 from service.agent.tool_turns import AGENT_TOOLS

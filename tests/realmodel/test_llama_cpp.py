@@ -18,14 +18,15 @@ import pytest
 
 from service.agent import Agent, AnswerDelta, Completed
 from service.agent.budget import fit_for
+from service.agent.config import StrategyName
 from service.agent.grounding import citations_of
 from service.agent.model import OpenAIChatModel
-from service.agent.orchestrator import StrategyName
 from service.agent.prompts import grounded_messages
 from service.agent.run import AgentRequest
 from service.agent.sources import SourceBook
 from service.agent.tools import SERVER_CALL_PREFIX
 from service.config import Settings
+from service.configs import agent_config, model_client_config
 from service.domain import ConversationTurn, Deadline, ResponseStatus, RunResult, Source
 from service.errors import ModelContextExceeded, ModelStalled, RagAgentError
 from tests.agent.support import answer_text, check_events, completed
@@ -72,8 +73,10 @@ async def client(model_server: ModelServer) -> AsyncIterator[openai.AsyncOpenAI]
 def agent_for(
     settings: Settings, client: openai.AsyncOpenAI, strategy: StrategyName
 ) -> tuple[Agent, OpenAIChatModel]:
-    model = OpenAIChatModel.from_settings(client, settings)
-    return Agent(settings, retriever=KeywordRetriever(), model=model, strategy=strategy), model
+    model = OpenAIChatModel.from_config(client, model_client_config(settings))
+    return Agent(
+        agent_config(settings), retriever=KeywordRetriever(), model=model, strategy=strategy
+    ), model
 
 
 async def ask(agent: Agent, question: str, **fields: object) -> RunResult | RagAgentError:

@@ -12,6 +12,7 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.config import Settings
+from service.configs import session_store_config
 from service.runtime import Runtime
 from service.server import AgentServer
 from service.sessions import open_session_store
@@ -81,7 +82,7 @@ async def test_replicas_sharing_postgres_share_sessions(
             settings = Settings(
                 address="127.0.0.1:0", data_dir=tmp_path / "b", database_url=f"{url}/{database}"
             )
-            sessions = await open_session_store(settings)
+            sessions = await open_session_store(session_store_config(settings))
             runtime_b = Runtime(
                 settings,
                 replica_a.runtime.embedder,

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import Connection, insert, inspect, select, text
 
 from service.config import Settings
+from service.configs import session_store_config
 from service.domain import ConversationTurn
 from service.errors import ConfigurationError, DatabaseUnavailable
 from service.sessions import RunStatus, SessionStore, open_session_store
@@ -170,7 +171,7 @@ async def test_the_default_database_is_sqlite_in_wal_mode_under_the_data_dir(
     tmp_path: Path,
 ) -> None:
     settings = Settings(data_dir=tmp_path / "data", database_url=None)
-    store = await open_session_store(settings)
+    store = await open_session_store(session_store_config(settings))
     try:
         async with store.engine.connect() as connection:
             mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar()

@@ -16,6 +16,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
 from service.config import Settings
+from service.configs import session_store_config
 from service.domain import ConversationTurn, ToolCallRecord, ToolCallStatus
 from service.errors import ConfigurationError, DatabaseUnavailable
 from service.sessions import SessionStore, open_session_store, schema, writes
@@ -249,7 +250,7 @@ async def test_history_stops_at_a_turn_recorded_without_text(open_store: OpenSto
 )
 def test_a_malformed_key_setting_is_explained_without_the_key(setting: str, complaint: str) -> None:
     with pytest.raises(ConfigurationError, match=complaint) as failure:
-        Content.from_settings(record=True, key=setting)
+        Content.from_key(record=True, key=setting)
     for entry in setting.split(","):
         secret = entry.partition(":")[2]
         assert not secret or secret not in str(failure.value)
@@ -298,7 +299,9 @@ async def test_a_long_sealed_session_opens_off_the_event_loop_alike(
 
 async def test_the_settings_reach_the_store(tmp_path: Path) -> None:
     async def session_text(**settings: Any) -> str:
-        store = await open_session_store(Settings(data_dir=tmp_path, **settings))
+        store = await open_session_store(
+            session_store_config(Settings(data_dir=tmp_path, **settings))
+        )
         try:
             await converse(store)
         finally:
@@ -308,7 +311,9 @@ async def test_the_settings_reach_the_store(tmp_path: Path) -> None:
 
     assert "enc:v1:k1:" in await session_text(session_encryption_key=KEY_1)
     with pytest.raises(ConfigurationError, match="entry 1") as failure:
-        await open_session_store(Settings(data_dir=tmp_path, session_encryption_key="k1"))
+        await open_session_store(
+            session_store_config(Settings(data_dir=tmp_path, session_encryption_key="k1"))
+        )
     assert KEY_1 not in str(failure.value)
     (tmp_path / "sessions.db").unlink()
     for suffix in ("-wal", "-shm"):
