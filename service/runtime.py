@@ -21,6 +21,8 @@ from service.config import Settings
 from service.configs import agent_config, model_client_config, session_store_config
 from service.errors import ConfigurationError
 from service.executor import INLINE, Blocking, BlockingExecutor
+from service.fleet.lease import corpus_lease
+from service.ingest import Ingestor
 from service.observability.logging import get_logger
 from service.retrieval.base import ChunkStore, Embedder, Retriever
 from service.retrieval.edge_store import EdgeStore
@@ -170,6 +172,25 @@ def build_retriever(
     return SearchPipeline(store, store.embedder, search_steps(settings), reranker=reranker)
 
 
+def build_ingestor(
+    settings: Settings,
+    embedder: Embedder,
+    store: ChunkStore,
+    observe: Observability,
+    executor: Blocking,
+) -> Ingestor:
+    """The one ingest pipeline every writer uses (the server, `ragagent ingest`, the demo):
+    its writes counted, its parsing on ``executor`` under the per-document CPU limit, and one
+    document written at a time per collection across replicas (service.fleet)."""
+    return Ingestor(
+        embedder,
+        observe.chunk_store(store),
+        executor=executor,
+        lease=corpus_lease(store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait),
+        document_cpu_seconds=settings.ingest_document_cpu_seconds,
+    )
+
+
 class Runtime:
     """Every long-lived dependency of the server, built once and closed once."""
 
@@ -201,6 +222,7 @@ class Runtime:
         self.retriever = retriever or self.observability.retriever(
             build_retriever(settings, store, build_reranker(settings, None))
         )
+        self.ingestor = build_ingestor(settings, embedder, store, self.observability, self.executor)
 
     @classmethod
     async def open(

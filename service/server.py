@@ -39,9 +39,7 @@ from service.api.readable import DocumentsReadable
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
-from service.fleet.lease import corpus_lease
 from service.fleet.limits import SharedLimits
-from service.ingest.pipeline import Ingestor
 from service.observability.logging import get_logger
 from service.runtime import Runtime
 from service.wiring.observability import Observability
@@ -101,19 +99,8 @@ class AgentServer:
             unlabelled_public=settings.access_unlabelled == "public",
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(agent, self._server)
-        # One document written at a time per collection, across replicas (service.fleet).
-        lease = corpus_lease(
-            runtime.store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait
-        )
-        ingestor = Ingestor(
-            runtime.embedder,
-            observe.chunk_store(runtime.store),
-            executor=runtime.executor,
-            lease=lease,
-            document_cpu_seconds=settings.ingest_document_cpu_seconds,
-        )
         corpus = CorpusServicer(
-            ingestor,
+            runtime.ingestor,
             runtime.store,
             unlabelled_public=settings.access_unlabelled == "public",
             idle_timeout=settings.ingest_idle_timeout,

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("service.openai_errors", "service.datadir", "service.provision"),
     ("service.observability",),  # the base: logging, request ids, metric and span setup
     ("service.domain", "service.errors", "service.executor"),
-    ("service.access",),  # document labels and who may read them (in filters and payloads)
+    ("service.access", "service.owners"),  # document labels and who may read them; owner ids
 ]
 
 # (importer prefix, imported prefix) -> why it is still allowed, naming its way out. Empty:

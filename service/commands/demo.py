@@ -23,7 +23,6 @@ from service.commands.channel import in_process
 from service.commands.flags import Flag, settings_with_flags
 from service.config import Settings
 from service.ingest.loader import load_documents
-from service.ingest.pipeline import Ingestor
 from service.observability.logging import configure_logging
 
 DEFAULT_QUESTIONS = (
@@ -66,8 +65,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     )
     runtime = await Runtime.open(settings)
     try:
-        ingestor = Ingestor(runtime.embedder, runtime.store)
-        summary = await ingestor.ingest(load_documents(args.corpus), base_url=args.base_url)
+        summary = await runtime.ingestor.ingest(load_documents(args.corpus), base_url=args.base_url)
         out.write(
             f"ingested {args.corpus}: {summary.added} added, {summary.updated} updated, "
             f"{summary.unchanged} unchanged, {summary.chunks_written} chunks written "

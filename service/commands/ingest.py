@@ -33,10 +33,8 @@ from service.commands.ingest_report import IngestOutcome, ProgressView, progress
 from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import InvalidArgument
-from service.fleet.lease import corpus_lease
 from service.ingest.loader import SourceDocument, SourceFolder
 from service.ingest.outcome import IngestEvent
-from service.ingest.pipeline import Ingestor
 from service.ingest.remote import ingest_remote
 from service.observability.logging import configure_logging
 
@@ -200,13 +198,9 @@ async def ingest_local(
     runtime = await open_runtime(settings)
     try:
         # Other writers of a Qdrant server's collection (replicas, other ingests) wait
-        # for this one's documents and it for theirs (service.fleet.lease).
-        lease = corpus_lease(
-            runtime.store, ttl=settings.corpus_lease_ttl, wait=settings.corpus_lease_wait
-        )
-        ingestor = Ingestor(runtime.embedder, runtime.store, lease=lease)
+        # for this one's documents and it for theirs (the runtime's ingestor holds the lease).
         tally = IngestTally(then=progress)
-        summary = await ingestor.ingest(
+        summary = await runtime.ingestor.ingest(
             documents, base_url=base_url, prune=prune, progress=tally, access=access
         )
     finally:

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from service.access import LabelError, check_name
 from service.observability.logging import get_logger
+from service.owners import principal_name
 from service.security.groups import parse_groups
-from service.security.principal import Principal, Role, parse_roles, principal_name
+from service.security.principal import Principal, Role, parse_roles
 
 log = get_logger("ragagent.security")
 

@@ -1,17 +1,15 @@
 """The authenticated caller and the roles that decide what it may call.
 
-A principal's name is compared whole: sessions belong to it, so two names that differ only
-past some cut-off must never become one owner. Names longer than :data:`MAX_NAME` (a SPIFFE
-id can be long) are replaced by ``sha256:<hex>`` of the whole name, which stays unique.
+A principal's name and owner id are made by :mod:`service.owners` (compared whole, hashed
+when too long).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-MAX_NAME = 128
+from service.owners import owner_id
 
 
 class Role(StrEnum):
@@ -29,31 +27,6 @@ _IMPLIED: dict[Role, frozenset[Role]] = {
     Role.CORPUS_WRITE: frozenset({Role.CORPUS_READ}),
     Role.ADMIN: frozenset(Role),
 }
-
-
-def principal_name(raw: str) -> str:
-    """``raw`` as an owner id: stripped, kept whole, hashed when longer than MAX_NAME."""
-    name = raw.strip()
-    if len(name) <= MAX_NAME and name.isprintable():
-        return name
-    return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-# The owner-id prefix of each way of authenticating (Principal.method).
-OWNER_PREFIXES = {
-    "api-key": "key",
-    "jwt": "jwt",
-    "certificate": "cert",
-    "trusted-header": "header",
-    "none": "anon",
-}
-
-
-def owner_id(method: str, name: str, scope: str = "") -> str:
-    """``<prefix>:<name>`` (``jwt:<scope>|<name>``), hashed like a name when too long."""
-    prefix = OWNER_PREFIXES.get(method, method)
-    qualified = f"{scope}|{name}" if scope else name
-    return f"{prefix}:{principal_name(qualified)}"
 
 
 def parse_roles(values: object) -> frozenset[Role]:

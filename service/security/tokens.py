@@ -27,8 +27,9 @@ import jwt
 
 from service.errors import ConfigurationError
 from service.observability.logging import get_logger
+from service.owners import principal_name
 from service.security.groups import parse_groups
-from service.security.principal import Principal, parse_roles, principal_name
+from service.security.principal import Principal, parse_roles
 
 log = get_logger("ragagent.security")
 

@@ -21,7 +21,6 @@ from service.api.corpus import CorpusServicer
 from service.config import Settings
 from service.configs import agent_config
 from service.ingest.loader import SourceDocument
-from service.ingest.pipeline import Ingestor
 from service.runtime import Runtime
 from service.server import interceptor_chain
 from tests.helpers import local_embedder
@@ -143,9 +142,8 @@ async def corpus_server(data_dir: Path, **overrides: object) -> AsyncIterator[Co
     settings = settings_for(data_dir, **overrides)
     runtime = await open_test_runtime(settings)
     server = grpc.aio.server(interceptors=[interceptor_chain()])
-    ingestor = Ingestor(runtime.embedder, runtime.store, batch_size=settings.embedding_batch_size)
     corpus_pb2_grpc.add_CorpusServiceServicer_to_server(
-        CorpusServicer(ingestor, runtime.store), server
+        CorpusServicer(runtime.ingestor, runtime.store), server
     )
     agent = Agent(
         agent_config(settings),

@@ -24,13 +24,13 @@ from google.protobuf.message import Message
 from service.api.identity import USER_ID_HEADER, bind_caller
 from service.api.interceptors.call import Call
 from service.errors import CredentialsInvalid, Unauthenticated
+from service.owners import principal_name
 from service.security.apikeys import looks_like_key
 from service.security.groups import header_groups
 from service.security.principal import (
     UNAUTHENTICATED_ROLES,
     Principal,
     Role,
-    principal_name,
 )
 
 AUTHORIZATION_HEADER = "authorization"
