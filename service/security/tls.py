@@ -5,16 +5,23 @@ new certificate configuration before each new connection's handshake, so a certi
 re-read on SIGHUP serves the next connection while calls on the open ones go on untouched.
 The fetcher runs on a grpc thread holding the GIL before every handshake, so it only hands
 over a configuration that :meth:`ServerTls.reload` already read and checked.
+
+TLS checks a client certificate at the handshake only; :meth:`ServerTls.trust_check` lets the
+authentication layer ask again while a stream is open, so a CA removed from the client-CA file
+(and SIGHUP) or a certificate that expires ends the streams it opened.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
@@ -64,6 +71,8 @@ class ServerTls:
         self._lock = threading.Lock()
         self._pending: grpc.ServerCertificateConfiguration | None = None
         self._initial = grpc.ssl_server_certificate_configuration([(key, cert)], ca)
+        # The CAs client certificates are checked against now (replaced whole on reload).
+        self._anchors = _anchors(ca)
 
     @property
     def requires_client_certificate(self) -> bool:
@@ -89,6 +98,7 @@ class ServerTls:
         config = grpc.ssl_server_certificate_configuration([(key, cert)], ca)
         with self._lock:
             self._pending = config
+            self._anchors = _anchors(ca)
         log.info("TLS certificate reloaded", cert_file=str(self.files.cert))
         return True
 
@@ -97,6 +107,53 @@ class ServerTls:
         with self._lock:
             config, self._pending = self._pending, None
         return config
+
+    def trust_check(self, pem: bytes) -> Callable[[], bool] | None:
+        """What tells, later in a call, whether the client certificate ``pem`` is still
+        trusted: issued by a CA of the current client-CA file and not expired. None when no
+        CA of the file issued it directly (the client sent an intermediate the file does not
+        hold): the handshake alone vouches for such a certificate."""
+        try:
+            leaf = x509.load_pem_x509_certificate(pem)
+        except ValueError:
+            return None
+        checked = self._anchors
+        if _issuer_in(leaf, checked) is None:
+            return None
+        expires = leaf.not_valid_after_utc
+
+        def trusted() -> bool:
+            nonlocal checked
+            if datetime.now(UTC) > expires:
+                return False
+            anchors = self._anchors
+            if anchors is checked:  # no reload since: the signature still verifies
+                return True
+            if _issuer_in(leaf, anchors) is None:
+                return False
+            checked = anchors
+            return True
+
+        return trusted
+
+
+def _anchors(ca_pem: bytes | None) -> tuple[x509.Certificate, ...]:
+    return tuple(x509.load_pem_x509_certificates(ca_pem)) if ca_pem else ()
+
+
+def _issuer_in(
+    leaf: x509.Certificate, anchors: tuple[x509.Certificate, ...]
+) -> x509.Certificate | None:
+    """The CA among ``anchors`` that signed ``leaf``, if any."""
+    for ca in anchors:
+        if ca.subject != leaf.issuer:
+            continue
+        try:
+            leaf.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return ca
+    return None
 
 
 def certificate_principal(pem: bytes) -> str:

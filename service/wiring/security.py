@@ -133,6 +133,7 @@ class Security:
             token_errors=(TokenRejected,),
             client_certificates=tls is not None and tls.requires_client_certificate,
             certificate_principal=certificate_principal,
+            certificate_trust=tls.trust_check if tls is not None else None,
             trusted_header=(settings.trusted_principal_header or "").lower() or None,
             granted_roles=_granted_roles(settings),
             granted_groups=_granted_groups(settings),

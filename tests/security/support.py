@@ -57,6 +57,7 @@ def client_cert(
     uri: str | None = None,
     dns: str | None = None,
     common_name: str = "client",
+    valid_for: datetime.timedelta = datetime.timedelta(hours=1),
 ) -> CertFiles:
     """A client certificate (URI and/or DNS SAN, else CN only) signed by ``ca``; trustme
     cannot make URI SANs (SPIFFE ids), so it is built here with cryptography."""
@@ -71,7 +72,7 @@ def client_cert(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
+        .not_valid_after(now + valid_for)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
     )

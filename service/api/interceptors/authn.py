@@ -64,6 +64,9 @@ class Authentication:
     # mTLS: the client certificate names the principal (see tls.certificate_principal).
     client_certificates: bool = False
     certificate_principal: Callable[[bytes], str] | None = None
+    # While a stream is open: whether its client certificate is still trusted (None: the
+    # handshake's word is all there is; see tls.ServerTls.trust_check).
+    certificate_trust: Callable[[bytes], Callable[[], bool] | None] | None = None
     # A header set by a sidecar that authenticated the caller already.
     trusted_header: str | None = None
     # Roles of principals named by a certificate or the trusted header ("*": anyone's).
@@ -104,7 +107,7 @@ class Authenticate:
             )
         else:
             principal = self._authenticate(call)
-            call.recheck = self._recheck(call)
+            call.recheck = self._recheck(call, principal)
         alias = config.aliases.get(principal.owner)
         if alias:
             principal = replace(principal, alias=alias)
@@ -148,16 +151,35 @@ class Authenticate:
                 raise CredentialsInvalid(str(error)) from None
         raise CredentialsInvalid("the bearer credential is not valid")
 
-    def _recheck(self, call: Call) -> Callable[[], None] | None:
-        """What tells, later in a stream, that the bearer credential has lapsed: an API key
+    def _recheck(self, call: Call, principal: Principal) -> Callable[[], None] | None:
+        """What tells, later in a stream, that the credential has lapsed: an API key
         revoked (the key file is re-read every second), a JWT expired or its signing key
-        withdrawn. A certificate is checked by TLS at the handshake only (see docs)."""
+        withdrawn, a client certificate expired or its CA removed from the client-CA file
+        (re-read on SIGHUP)."""
+        if principal.method == "certificate":
+            return self._certificate_recheck(call)
         bearer = _bearer(call.value(AUTHORIZATION_HEADER))
         if not bearer:
             return None
 
         def recheck() -> None:
             self._verify_bearer(bearer)  # raises CredentialsInvalid once it no longer passes
+
+        return recheck
+
+    def _certificate_recheck(self, call: Call) -> Callable[[], None] | None:
+        trust = self._config.certificate_trust
+        certificate = (call.auth.get("x509_pem_cert") or (b"",))[0]
+        trusted = trust(certificate) if trust is not None and certificate else None
+        if trusted is None:
+            return None
+
+        def recheck() -> None:
+            if not trusted():
+                raise CredentialsInvalid(
+                    "the client certificate is no longer trusted (expired, or its CA was "
+                    "removed from the server's client-CA file)"
+                )
 
         return recheck
 

@@ -82,7 +82,7 @@ class _Steps:
         """Runs the layers' starts, then the handler; turns how it ended into the status.
 
         While a stream is open its credential is checked again every ``RECHECK_S``: one
-        that lapsed (a key revoked, a token expired) cancels the handler, and the call ends
+        that lapsed (a key revoked, a token or certificate expired, a CA removed) cancels the handler, and the call ends
         UNAUTHENTICATED; what the handler committed before stays."""
         watchdog: asyncio.Task[None] | None = None
         try:
@@ -143,7 +143,7 @@ class _Steps:
 
 
 # How often an open stream's credential is checked again: a revoked key ends its streams
-# within this plus the key file's one-second reload.
+# within this plus the key file's one-second reload; a removed CA within this of SIGHUP.
 RECHECK_S = 0.5
 
 
