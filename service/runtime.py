@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+from qdrant_client import models
 
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.agent.prompts import read_opening
@@ -115,10 +116,17 @@ async def open_store(
         timeout=settings.qdrant_timeout,
         hybrid=settings.retrieval_mode == "hybrid",
         cluster=settings.qdrant_cluster,
+        read_consistency=_read_consistency(settings.qdrant_read_consistency),
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()
     return store
+
+
+def _read_consistency(value: int | str | None) -> models.ReadConsistency | None:
+    if value is None or isinstance(value, int):
+        return value
+    return models.ReadConsistencyType(value)
 
 
 def search_steps(settings: Settings) -> SearchSteps:

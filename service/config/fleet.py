@@ -3,6 +3,8 @@ docs/operations.md, "Running several replicas")."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr
 
 
@@ -83,6 +85,14 @@ class FleetSettings(BaseModel):
         ge=1,
         description="Replicas that must confirm a write before Qdrant acknowledges it; at most "
         "QDRANT_REPLICATION_FACTOR; unset = Qdrant's default (1).",
+    )
+
+    qdrant_read_consistency: int | Literal["majority", "quorum", "all"] | None = Field(
+        None,
+        description="Replicas of a shard each search and read asks on a Qdrant cluster: a "
+        "number, majority, quorum or all; unset = Qdrant's default (1: fastest, may miss a "
+        "write another replica has not received yet). The corpus write lease always reads "
+        "from a majority.",
     )
 
     @property

@@ -40,9 +40,16 @@ class QdrantCalls:
     """
 
     def __init__(
-        self, client: AsyncQdrantClient, *, timeout: float, executor: Blocking | None = None
+        self,
+        client: AsyncQdrantClient,
+        *,
+        timeout: float,
+        executor: Blocking | None = None,
+        read_consistency: models.ReadConsistency | None = None,
     ) -> None:
         self.client = client
+        # How many replicas of a shard a search or read asks (None: Qdrant's default, one).
+        self.read_consistency = read_consistency
         self._timeout = timeout
         self._executor = executor
         # Held by the executor's thread for the whole call, so that a call whose caller was

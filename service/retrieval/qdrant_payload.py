@@ -5,7 +5,6 @@ Pure functions apart from :func:`open_qdrant_client`; the store in ``qdrant_stor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
@@ -49,27 +48,6 @@ def open_qdrant_client(
 def url_prefixes(url: str) -> list[str]:
     """Every prefix of ``url`` that ends at a "/", so prefix filters become exact matches."""
     return [url[: i + 1] for i, char in enumerate(url) if char == "/"]
-
-
-def complete_documents(records: Sequence[models.Record]) -> dict[str, str]:
-    """document_id -> hash of the documents whose chunks are all there and of one version.
-
-    A document left half-written by an interrupted ingest has chunks of two versions or too
-    few of them; it is left out, so that the next ingest writes it again.
-    """
-    seen: dict[str, tuple[set[str], set[int], int]] = {}
-    for record in records:
-        payload = record.payload or {}
-        doc = str(payload.get("document_id"))
-        hashes, counts, n = seen.get(doc, (set(), set(), 0))
-        hashes.add(str(payload.get("document_hash", "")))
-        counts.add(int(payload.get("chunk_count", 0)))
-        seen[doc] = (hashes, counts, n + 1)
-    return {
-        doc: next(iter(hashes))
-        for doc, (hashes, counts, n) in seen.items()
-        if len(hashes) == 1 and counts == {n}
-    }
 
 
 def match_value(key: str, value: str) -> models.FieldCondition:

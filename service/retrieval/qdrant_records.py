@@ -3,9 +3,7 @@
 The server path's counterpart of the embedded store's records (see :mod:`edge_store`):
 ``ListDocuments``, ``GetCorpusStats`` and ingestion's hash comparison read one vector-less
 point per document instead of every chunk. A record is written after its document's chunks
-and deleted before them, so it only ever describes a complete document. A collection made
-before records existed gets them once, from one scroll of its chunks, when its records
-collection is created.
+and deleted before them, so it only ever describes a complete document.
 """
 
 from __future__ import annotations
@@ -18,26 +16,24 @@ from qdrant_client import models
 
 from service.domain import Chunk, Deadline, DocumentSummary
 from service.retrieval.edge_payload import document_record, record_id, summary
+from service.retrieval.qdrant_aliases import records_of
 from service.retrieval.qdrant_calls import QdrantCalls
 from service.retrieval.qdrant_create import setup_call
-from service.retrieval.qdrant_payload import chunk_from_payload, complete_documents
 
 _PAGE = 512
-_SUMMARY_FIELDS = ["document_id", "document_hash", "chunk_count", "url", "title"]
-_SUMMARY_FIELDS += ["module", "chapter", "created_at", "access"]
 
 
 class DocumentRecords:
     def __init__(self, calls: QdrantCalls, collection: str) -> None:
         self._calls = calls
         self._chunks = collection
-        self.collection = f"{collection}__documents"
+        self.collection = records_of(collection)
 
     async def ensure(
         self, *, deadline: Deadline | None = None, cluster: dict[str, Any] | None = None
     ) -> None:
-        """Creates the records collection (backfilled) unless it exists; several replicas
-        may do this at once: the one whose create succeeds backfills (see qdrant_create)."""
+        """Creates the records collection unless it exists; several replicas may do this
+        at once (see qdrant_create)."""
         client = self._calls.client
         if await setup_call(
             self._calls,
@@ -46,7 +42,7 @@ class DocumentRecords:
             "checking records",
         ):
             return
-        created = await setup_call(
+        await setup_call(
             self._calls,
             partial(
                 client.create_collection, self.collection, vectors_config={}, **(cluster or {})
@@ -54,25 +50,6 @@ class DocumentRecords:
             deadline,
             "creating the records collection",
         )
-        if created is not None:
-            await self._backfill(deadline)
-
-    async def _backfill(self, deadline: Deadline | None) -> None:
-        chunks = await self._scroll(self._chunks, _SUMMARY_FIELDS, deadline)
-        complete = complete_documents(chunks)
-        by_document: dict[str, list[Chunk]] = {}
-        for record in chunks:
-            payload = {**(record.payload or {}), "chunk_id": "", "text": ""}
-            if payload.get("document_id") in complete:
-                by_document.setdefault(str(payload["document_id"]), []).append(
-                    chunk_from_payload(payload)
-                )
-        points = [
-            models.PointStruct(id=record_id(doc), vector={}, payload=document_record(doc, c))
-            for doc, c in by_document.items()
-        ]
-        for start in range(0, len(points), _PAGE):
-            await self._upsert(points[start : start + _PAGE], deadline)
 
     async def put(
         self, document_id: str, chunks: Sequence[Chunk], *, deadline: Deadline | None
@@ -135,6 +112,7 @@ class DocumentRecords:
                     offset=offset,
                     with_payload=payload,
                     with_vectors=False,
+                    consistency=self._calls.read_consistency,
                 ),
                 deadline,
                 "reading document records",

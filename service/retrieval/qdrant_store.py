@@ -1,9 +1,9 @@
-"""The vector store on Qdrant: embedded local mode by default, a server or cluster by URL.
+"""The vector store on a Qdrant server or cluster (RAGAGENT_QDRANT_URL).
 
-The same code serves both; only the client differs (see :func:`open_qdrant_client`). The
-embedded mode keeps its data in a folder that one process at a time may open: a second
-process gets :class:`~service.errors.StoreLocked`, and ingesting while serving goes through
-the server's CorpusService instead.
+The embedded default is :mod:`service.retrieval.edge_store` (qdrant-edge); this store also
+runs over qdrant-client's local mode, which the tests use for the same client code. On a
+server the collection is addressed by an alias with generations behind it
+(:mod:`service.retrieval.qdrant_aliases`), so that ``ragagent reindex`` can replace it whole.
 
 Scores: the collection uses cosine distance on normalised vectors; a cosine in [-1, 1] is
 reported as ``max(0, cosine)`` so that clients see 0.0-1.0 (negative similarity means
@@ -30,7 +30,9 @@ from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, EngineHit, QueryVectors
 from service.retrieval.edge_payload import RRF_K, cosine
 from service.retrieval.pipeline import SearchPipeline
+from service.retrieval.qdrant_aliases import generation, point
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
+from service.retrieval.qdrant_create import setup_call
 from service.retrieval.qdrant_payload import (
     match_value,
     open_qdrant_client,
@@ -64,8 +66,11 @@ class QdrantStore:
         executor: Blocking | None = None,
         hybrid: bool = False,
         cluster: dict[str, Any] | None = None,
+        read_consistency: models.ReadConsistency | None = None,
     ) -> None:
-        self._calls = QdrantCalls(client, timeout=timeout, executor=executor)
+        self._calls = QdrantCalls(
+            client, timeout=timeout, executor=executor, read_consistency=read_consistency
+        )
         # Shards, replication, write consistency of the collections this store creates.
         self.cluster = dict(cluster or {})
         self._call = self._calls.run
@@ -93,16 +98,18 @@ class QdrantStore:
         return self._calls
 
     async def ensure_collection(self, *, deadline: Deadline | None = None) -> None:
-        """Creates the collection for the embedder, or checks that the existing one fits it."""
-        self._named = await ensure_collection(
+        """Checks that the collection fits the embedder; when nothing has the name yet,
+        makes its first generation and the aliases that name it (see qdrant_aliases)."""
+        exists = await setup_call(
             self._calls,
-            self._collection,
-            dimension=self._embedder.dimension,
-            model_name=self._embedder.model_name,
-            payload_indexes=self._payload_indexes,
-            deadline=deadline,
-            cluster=self.cluster,
+            partial(self._client.collection_exists, self._collection),
+            deadline,
+            "checking the collection",
         )
+        if not exists:
+            await self.create_generation(generation(self._collection, 1), deadline=deadline)
+            await point(self._calls, self._collection, generation(self._collection, 1), deadline)
+        self._named = await self._ensure(self._collection, deadline)
         await self._records.ensure(deadline=deadline, cluster=self.cluster)
         if self.hybrid and not self._named:
             log.warning(
@@ -110,6 +117,22 @@ class QdrantStore:
                 "one predates them, so searches are dense: re-ingest into a new collection",
                 collection=self._collection,
             )
+
+    async def create_generation(self, name: str, *, deadline: Deadline | None = None) -> None:
+        """Makes (or checks) the collection ``name`` and its records, for this embedder."""
+        await self._ensure(name, deadline)
+        await DocumentRecords(self._calls, name).ensure(deadline=deadline, cluster=self.cluster)
+
+    async def _ensure(self, name: str, deadline: Deadline | None) -> bool:
+        return await ensure_collection(
+            self._calls,
+            name,
+            dimension=self._embedder.dimension,
+            model_name=self._embedder.model_name,
+            payload_indexes=self._payload_indexes,
+            deadline=deadline,
+            cluster=self.cluster,
+        )
 
     # --- SearchEngine (service.retrieval.pipeline) ---------------------------------------
 
@@ -149,6 +172,7 @@ class QdrantStore:
                 query_filter=to_filter(filters)[0],
                 score_threshold=score_threshold,
                 with_payload=True,
+                consistency=self._calls.read_consistency,
             ),
             deadline,
             "searching",
@@ -193,6 +217,7 @@ class QdrantStore:
                 limit=limit,
                 with_payload=True,
                 with_vectors=[DENSE],
+                consistency=self._calls.read_consistency,
             ),
             deadline,
             "searching",

@@ -2,7 +2,7 @@
 by qdrant-client's local mode.
 
 What it is: an HTTP/1.1 server on a free loopback port that answers the REST calls the
-service makes (collection exists/info/create/delete, payload indexes, upsert with
+service makes (collection exists/info/create/delete, payload indexes, aliases, upsert with
 ``update_filter``/``update_mode``, retrieve, delete, count, scroll, query) in Qdrant's JSON
 envelope, so that ``ragagent serve`` and ``ragagent ingest`` run their real
 ``AsyncQdrantClient`` code against it, as they would against a server. Creating a
@@ -12,7 +12,7 @@ interleavings a real cluster produces happen here too. Calls are applied one at 
 one lock, which is how a single Qdrant shard orders its updates.
 
 What it is not: Qdrant. No gRPC, no API keys, no shards or replicas (the consistency and
-shard parameters are accepted and ignored), no aliases, no snapshots, no persistence, and
+shard parameters are accepted, recorded and ignored), no snapshots, no persistence, and
 only the endpoints listed above; local mode's scoring and filtering are Qdrant's semantics
 re-implemented in Python, not the server's engine. A test that passes here proves the
 service's behaviour under these answers, not Qdrant's performance.
@@ -78,6 +78,8 @@ class QdrantStandIn:
         self.calls: list[str] = []  # "METHOD path" of every call answered, in order
         self.answered: dict[int, int] = {}  # status -> count
         self.created: dict[str, Any] = {}  # collection -> the body that created it
+        # "METHOD path" and the ``consistency`` query parameter of every read of points.
+        self.reads: list[tuple[str, str | None]] = []
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -150,6 +152,9 @@ class QdrantStandIn:
                 status = 404
             return self._error(status, call, f"Wrong input: {exc}")
         self._count(call, 200)
+        if method == "POST" and re.fullmatch(_C + r"/points(/scroll|/query)?", parsed.path):
+            with self.lock:
+                self.reads.append((call, parse_qs(parsed.query).get("consistency", [None])[0]))
         if method == "PUT" and re.fullmatch(_C, parsed.path):
             with self.lock:
                 self.created[parsed.path.rsplit("/", 1)[1]] = body
@@ -264,9 +269,17 @@ def _query(local: QdrantClient, body: Any, name: str) -> Any:
     )
 
 
+def _update_aliases(local: QdrantClient, body: Any) -> bool:
+    request = models.ChangeAliasesOperation.model_validate(body)
+    return local.update_collection_aliases(request.actions)
+
+
 _Handler = Callable[..., Any]
 _C = r"/collections/([^/]+)"
 _ROUTES: dict[tuple[str, str], _Handler] = {
+    ("POST", r"/collections/aliases"): _update_aliases,
+    ("GET", r"/aliases"): lambda local, body: local.get_aliases(),
+    ("GET", _C + "/aliases"): lambda local, body, name: local.get_collection_aliases(name),
     ("GET", _C + "/exists"): lambda local, body, name: {"exists": local.collection_exists(name)},
     ("GET", _C): lambda local, body, name: local.get_collection(_collection(local, name)),
     ("PUT", _C): _create,

@@ -19,13 +19,16 @@ from tests.ingest.fakes import FakeEmbedder
 
 def test_three_replicas_started_at_once_all_serve_through_409_and_503(tmp_path: Path) -> None:
     collection = f"fleet_{uuid.uuid4().hex[:8]}"
+    first = f"{collection}_g1"  # generation 1, behind the alias (qdrant_aliases)
     with qdrant_standin(latency=0.005) as qdrant, postgres_role() as dsn:
         # Every creation answers 503 twice, then the race decides: one 200, the others 409.
-        qdrant.inject(rf"^PUT /collections/{collection}$", 503, times=2)
-        qdrant.inject(rf"^PUT /collections/{collection}__documents$", 503, times=2)
-        qdrant.inject(rf"^PUT /collections/{collection}/index$", 502, times=2)
+        qdrant.inject(rf"^PUT /collections/{first}$", 503, times=2)
+        qdrant.inject(rf"^PUT /collections/{first}__documents$", 503, times=2)
+        qdrant.inject(rf"^PUT /collections/{first}/index$", 502, times=2)
         # And one replica's creation of the records collection loses with a 409 outright.
-        qdrant.inject(rf"^PUT /collections/{collection}__documents$", 409, times=1)
+        qdrant.inject(rf"^PUT /collections/{first}__documents$", 409, times=1)
+        # Pointing the aliases fails once while the cluster elects a leader.
+        qdrant.inject(r"^POST /collections/aliases$", 503, times=1)
         started = time.monotonic()
         replicas = launch_replicas(
             tmp_path, 3, qdrant_url=qdrant.url, database_url=dsn, qdrant_collection=collection
@@ -37,13 +40,15 @@ def test_three_replicas_started_at_once_all_serve_through_409_and_503(tmp_path: 
         finally:
             for replica in replicas:
                 replica.stop()
-        creates = [c for c in qdrant.calls if c == f"PUT /collections/{collection}"]
-        assert qdrant.answered.get(503, 0) == 4
+        creates = [c for c in qdrant.calls if c == f"PUT /collections/{first}"]
+        assert qdrant.answered.get(503, 0) == 5
         assert qdrant.answered.get(502, 0) == 2
         assert qdrant.answered.get(409, 0) >= 1
         assert len(creates) >= 3, creates
         assert qdrant.local.collection_exists(collection)
         assert qdrant.local.collection_exists(f"{collection}__documents")
+        named = {a.alias_name: a.collection_name for a in qdrant.local.get_aliases().aliases}
+        assert named == {collection: first, f"{collection}__documents": f"{first}__documents"}
         print(f"3 replicas SERVING in {took:.1f} s")
 
 
@@ -64,6 +69,8 @@ def test_cluster_settings_are_applied_to_every_collection_created() -> None:
     with qdrant_standin() as qdrant:
         asyncio.run(_create_with(qdrant.url, collection, cluster))
     made = {name: qdrant.created[name] for name in qdrant.created}
-    assert set(made) == {collection, f"{collection}__documents", f"{collection}__leases"}
+    # The collection and its records are generation 1 behind aliases (qdrant_aliases).
+    first = f"{collection}_g1"
+    assert set(made) == {first, f"{first}__documents", f"{collection}__leases"}
     for body in made.values():
         assert {k: body.get(k) for k in cluster} == cluster

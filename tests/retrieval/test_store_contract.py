@@ -304,23 +304,3 @@ async def test_a_chunk_is_also_scored_by_its_best_piece(store: ChunkStore) -> No
 
 def dot(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.dot(a, b))
-
-
-async def test_a_server_collection_from_before_records_gets_them_once(tmp_path: Path) -> None:
-    executor = BlockingExecutor(1)
-    store = await open_store("server", tmp_path, WordsEmbedder(), executor)
-    assert isinstance(store, QdrantStore)
-    await put(store, ROBOTS)
-    await put(store, GAZEBO)
-    await put(store, [chunk("half-done", 0, "one of two chunks", count=2)])
-    # As a collection written before records existed: chunks only.
-    calls = store._calls
-    await calls.run(lambda: calls.client.delete_collection("docs__documents"), None, "test")
-    await store.close()
-    store = await open_store("server", tmp_path, WordsEmbedder(), executor)
-    try:
-        assert await store.document_hashes() == {"ros-nodes": "v1", "sim-gazebo": "v1"}
-        assert await store.count() == (2, 3)
-    finally:
-        await store.close()
-        await executor.shutdown()

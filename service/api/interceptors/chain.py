@@ -82,8 +82,9 @@ class _Steps:
         """Runs the layers' starts, then the handler; turns how it ended into the status.
 
         While a stream is open its credential is checked again every ``RECHECK_S``: one
-        that lapsed (a key revoked, a token or certificate expired, a CA removed) cancels the handler, and the call ends
-        UNAUTHENTICATED; what the handler committed before stays."""
+        that lapsed (a key revoked, a token or certificate expired, a CA removed) cancels
+        the handler, and the call ends UNAUTHENTICATED; what the handler committed before
+        stays."""
         watchdog: asyncio.Task[None] | None = None
         try:
             for layer in self.layers:
