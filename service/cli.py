@@ -9,11 +9,11 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from service.commands import ask, demo, evaluate, ingest, keys, serve, sessions
+from service.commands import ask, demo, evaluate, ingest, keys, reindex, serve, sessions
 from service.commands.interrupt import Interrupted
 from service.errors import ConfigurationError, RagAgentError
 
-COMMANDS = (serve, ask, demo, ingest, evaluate, keys, sessions)
+COMMANDS = (serve, ask, demo, ingest, reindex, evaluate, keys, sessions)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -120,7 +120,9 @@ class QdrantStore:
 
     async def create_generation(self, name: str, *, deadline: Deadline | None = None) -> None:
         """Makes (or checks) the collection ``name`` and its records, for this embedder."""
-        await self._ensure(name, deadline)
+        named = await self._ensure(name, deadline)
+        if name == self._collection:  # a store over the generation itself (reindex)
+            self._named = named
         await DocumentRecords(self._calls, name).ensure(deadline=deadline, cluster=self.cluster)
 
     async def _ensure(self, name: str, deadline: Deadline | None) -> bool:
