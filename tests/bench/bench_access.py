@@ -1,6 +1,7 @@
-"""What document permissions cost a search: ``search_vector`` (the query already embedded)
-with no permission filter (an admin, or no authentication) against a caller in 3 groups, at
-the book's size (336 chunks) and at 10k chunks; ``--full`` (BENCH_MODE=full) adds 100k.
+"""What document permissions cost a search: the engine's query (``nearest``, the query
+already embedded) with no permission filter (an admin, or no authentication) against a
+caller in 3 groups, at the book's size (336 chunks) and at 10k chunks; ``--full``
+(BENCH_MODE=full) adds 100k.
 
 Synthetic chunks (bench_scale's clustered 384-dimensional vectors) in documents of 10, each
 document labelled for one of 10 groups, so that 3 groups read ~30% of the corpus; and a
@@ -19,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from service.access import ReadAccess, labels
-from service.config.retrieval import StoreSettings
 from service.domain import Chunk, SearchFilters
 from service.executor import BlockingExecutor
 from service.retrieval.edge_store import EdgeStore
@@ -51,10 +51,9 @@ async def one_size(n: int, tmp: Path, executor: BlockingExecutor) -> dict[str, f
     queries = synthetic.vectors(QUERIES).tolist()
     store = await EdgeStore.open(
         tmp / f"edge-{n}",
-        FixedEmbedder(),  # type: ignore[arg-type]
+        FixedEmbedder(),
         collection="bench",
         executor=executor,
-        piece_weight=StoreSettings.model_fields["piece_weight"].default,
     )
     store.optimizer.after_points = 10**12
     try:
@@ -62,11 +61,11 @@ async def one_size(n: int, tmp: Path, executor: BlockingExecutor) -> dict[str, f
             await store.replace_document(doc, chunks, vectors)
         await store.optimize()
         samples = await _interleaved(store, queries)
-        found = await store.search_vector(
-            queries[0], query="", limit=5, threshold=0.0, filters=THREE
+        found = await store.nearest(
+            queries[0], limit=5, filters=THREE, score_threshold=None, deadline=None
         )
         readable = {"g:g0", "g:g1", "g:g2"}
-        if len(found) != 5 or not all(set(h.chunk.access) & readable for h in found):
+        if len(found) != 5 or not all(set(h.payload.get("access", ())) & readable for h in found):
             raise RuntimeError("the filtered search did not return 5 readable chunks")
     finally:
         await store.close()
@@ -85,7 +84,9 @@ async def _interleaved(
     for vector in [queries[0], *queries]:  # the first warms up and is dropped below
         for filters, samples in zip((None, THREE, ONE_RARE), out, strict=True):
             started = time.perf_counter()
-            await store.search_vector(vector, query="", limit=5, threshold=0.0, filters=filters)
+            await store.nearest(
+                vector, limit=5, filters=filters, score_threshold=None, deadline=None
+            )
             samples.append(time.perf_counter() - started)
     return out[0][1:], out[1][1:], out[2][1:]
 
