@@ -69,3 +69,37 @@ def test_tool_calling_auto_means_learn_it_from_the_endpoint(defaults: Settings) 
     streamed = defaults.model_copy(update={"llm_tool_calling": "streamed"})
     assert model_client_config(streamed).tool_calling == "streamed"
     assert model_client_config(defaults).tool_calling is None
+
+
+def test_settings_from_values_read_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGAGENT_AGENT_STRATEGY", "agentic")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAGAGENT_HEARTBEAT_INTERVAL", "not a number")
+    isolated = Settings.from_values(heartbeat_interval=2.0)
+    assert isolated.llm_base_url is None
+    assert agent_config(isolated) == dataclasses.replace(
+        AgentConfig(), auto=True, heartbeat_interval=2.0
+    )
+    with pytest.raises(ValueError, match="heartbeat_interval"):
+        Settings.from_values(heartbeat_interval=-1)
+
+
+async def test_the_whole_service_is_built_from_values_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The environment names a model endpoint and a server that do not exist; the service
+    # built from values alone uses neither: embedded store, extractive answers.
+    monkeypatch.setenv("RAGAGENT_QDRANT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RAGAGENT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    from service.runtime import Runtime
+    from tests.helpers import local_embedder
+
+    embedder = local_embedder()  # skips where the model is not provisioned
+    runtime = await Runtime.open(Settings.from_values(data_dir=tmp_path), embedder=embedder)
+    try:
+        assert runtime.agent is not None
+        assert runtime.agent.strategy == "extractive"
+        assert type(runtime.store).__name__ == "EdgeStore"
+        assert await runtime.retriever.search("robots", limit=1, threshold=0.0) == []
+    finally:
+        await runtime.close()

@@ -9,11 +9,12 @@ which is the only thing read from the environment.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from service.config.access import AccessSettings
 from service.config.answering import AgentSettings, ModelSettings, SessionSettings, Strategy
@@ -36,6 +37,10 @@ __all__ = [
     "describe_settings",
     "load_settings",
 ]
+
+
+# Set while Settings.from_values builds one: the environment and .env are not read.
+_VALUES_ONLY: ContextVar[bool] = ContextVar("settings_values_only", default=False)
 
 
 # Bases in reverse: pydantic lists inherited fields from the last base to the first, and this
@@ -67,6 +72,30 @@ class Settings(
         validate_default=True,
         populate_by_name=True,
     )
+
+    @classmethod
+    def from_values(cls, **values: object) -> Settings:
+        """Settings from ``values`` and the defaults alone: no environment variable and no
+        ``.env`` file is read, so a test or an embedding program builds exactly the service
+        it describes (``Runtime.open(Settings.from_values(...))``)."""
+        token = _VALUES_ONLY.set(True)
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        finally:
+            _VALUES_ONLY.reset(token)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        if _VALUES_ONLY.get():
+            return (init_settings,)
+        return (init_settings, env_settings, dotenv_settings, file_secret_settings)
 
     @property
     def effective_strategy(
@@ -101,7 +130,8 @@ class Settings(
 
     @property
     def qdrant_path(self) -> Path:
-        """Folder of the old embedded store (qdrant-client's local mode), migrated at start."""
+        """Folder of qdrant-client's local mode, which runs the server code path in one
+        process (tests and tools); the embedded default is qdrant-edge under edge_path."""
         return self.data_dir / "qdrant"
 
     @property
