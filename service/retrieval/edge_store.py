@@ -23,10 +23,10 @@ from typing import Any
 import qdrant_edge as qe
 
 from service.access import FIELD, ReadAccess
-from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
+from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder, EngineHit, QueryVectors
+from service.retrieval.base import Embedder, EngineHit
 from service.retrieval.edge_optimizer import QuietOptimizer
 from service.retrieval.edge_payload import (
     RRF_K,
@@ -39,7 +39,7 @@ from service.retrieval.edge_payload import (
     to_edge_filter,
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
-from service.retrieval.pipeline import SearchPipeline
+from service.retrieval.pipeline import EngineSearch
 from service.retrieval.qdrant_payload import url_prefixes
 
 log = get_logger("ragagent.store")
@@ -47,7 +47,7 @@ log = get_logger("ragagent.store")
 _PAGE = 512
 
 
-class EdgeStore:
+class EdgeStore(EngineSearch):
     """Retriever and ChunkStore on one qdrant-edge shard (see the module docstring)."""
 
     def __init__(
@@ -101,23 +101,6 @@ class EdgeStore:
         return self._embedder
 
     # --- SearchEngine (service.retrieval.pipeline) ---------------------------------------
-
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-        vectors: QueryVectors | None = None,
-    ) -> list[ScoredChunk]:
-        """The engine's cosine alone (the service searches through the pipeline the
-        composition root builds, with its steps)."""
-        return await SearchPipeline(self, self._embedder).search(
-            query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
-            vectors=vectors,
-        )  # fmt: skip
 
     async def nearest(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
 from service.retrieval.base import Embedder, EngineHit, QueryVectors, SearchEngine, query_vector
@@ -172,3 +173,30 @@ class SearchPipeline:
             if on_rerank:
                 candidates = at_least(candidates, threshold)
         return candidates[:limit]
+
+
+class EngineSearch:
+    """``Retriever.search`` for a store that is a :class:`SearchEngine` with an ``embedder``:
+    the engine's cosine alone, through the default steps. The service itself searches through
+    the pipeline the composition root builds, with its configured steps and reranker."""
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        filters: SearchFilters | None = None,
+        deadline: Deadline | None = None,
+        vectors: QueryVectors | None = None,
+    ) -> list[ScoredChunk]:
+        engine = cast("_EngineWithEmbedder", self)
+        return await SearchPipeline(engine, engine.embedder).search(
+            query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
+            vectors=vectors,
+        )  # fmt: skip
+
+
+class _EngineWithEmbedder(SearchEngine, Protocol):
+    @property
+    def embedder(self) -> Embedder: ...

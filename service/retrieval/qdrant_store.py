@@ -24,12 +24,12 @@ import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient, models
 
 from service.access import FIELD, ReadAccess
-from service.domain import Chunk, Deadline, DocumentSummary, ScoredChunk, SearchFilters
+from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
-from service.retrieval.base import Embedder, EngineHit, QueryVectors
+from service.retrieval.base import Embedder, EngineHit
 from service.retrieval.edge_payload import RRF_K, cosine
-from service.retrieval.pipeline import SearchPipeline
+from service.retrieval.pipeline import EngineSearch
 from service.retrieval.qdrant_aliases import generation, point
 from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_create import setup_call
@@ -48,7 +48,7 @@ log = get_logger("ragagent.store")
 _SCROLL_PAGE = 512
 
 
-class QdrantStore:
+class QdrantStore(EngineSearch):
     """Retriever and ChunkStore over one Qdrant collection.
 
     ``executor`` is for an embedded client only (see the module docstring); without one,
@@ -137,23 +137,6 @@ class QdrantStore:
         )
 
     # --- SearchEngine (service.retrieval.pipeline) ---------------------------------------
-
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int,
-        threshold: float,
-        filters: SearchFilters | None = None,
-        deadline: Deadline | None = None,
-        vectors: QueryVectors | None = None,
-    ) -> list[ScoredChunk]:
-        """The engine's cosine alone (the service searches through the pipeline the
-        composition root builds, with its steps)."""
-        return await SearchPipeline(self, self._embedder).search(
-            query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
-            vectors=vectors,
-        )  # fmt: skip
 
     async def nearest(
         self,
