@@ -6,6 +6,8 @@ an earlier one had made)."""
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -123,8 +125,10 @@ def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def ts_client() -> Path:
-    """client.ts generated, type-checked and compiled to dist/client.js (once per session).
+def ts_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """client.ts generated, type-checked and compiled to dist/client.js (once per session),
+    then copied out of the source tree: another build of tests/interop/ts (`make clients`, a
+    second test process) starts by removing its dist/, which once broke tests mid-run.
 
     scripts/build-clients.sh does it (as `make clients` does): `npm ci` when
     package-lock.json changed, `buf generate` with clients/typescript/buf.gen.yaml (failing
@@ -160,4 +164,11 @@ def ts_client() -> Path:
         "ragagent/v1/session_pb.ts",
         "ragagent/v1/types_pb.ts",
     ]
-    return TS_DIR / "dist" / "client.js"
+    # The compiled client with what Node needs beside it: the package type and the modules.
+    copy = tmp_path_factory.mktemp("ts-client")
+    with (TS_DIR / ".build.lock").open("w") as lock:  # the build script's lock: no build now
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.copytree(TS_DIR / "dist", copy / "dist")
+    shutil.copyfile(TS_DIR / "package.json", copy / "package.json")
+    (copy / "node_modules").symlink_to(TS_DIR / "node_modules", target_is_directory=True)
+    return copy / "dist" / "client.js"
