@@ -41,7 +41,15 @@ from service.observability.logging import configure_logging
 if TYPE_CHECKING:  # the server loads slowly: imported where used, for start-up time
     from service.runtime import Runtime
 
-__all__ = ["IngestOutcome", "ingest_command", "ingest_local", "register", "rpc_error_lines"]
+__all__ = [
+    "IngestOutcome",
+    "add_access_flags",
+    "ingest_command",
+    "ingest_local",
+    "register",
+    "rpc_error_lines",
+    "usage_problem",
+]
 
 RuntimeOpener = Callable[[Settings], Awaitable["Runtime"]]
 # How long an interrupted ingest through a server waits to learn the index's size.
@@ -73,14 +81,7 @@ def register(commands: Any) -> None:
         action="store_true",
         help="also read files and folders that symbolic links lead to outside PATH",
     )
-    for flag, what in (("--group", "group"), ("--principal", "principal")):
-        parser.add_argument(
-            flag,
-            action="append",
-            default=[],
-            help=f"a {what} that may read every document ingested, besides those a page's "
-            "front matter `access` names; repeatable (docs/security.md, Document permissions)",
-        )
+    add_access_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object, no table")
     parser.add_argument(
         "--timeout", type=float, help="seconds a remote ingest may take (default: no limit)"
@@ -114,7 +115,7 @@ async def ingest_command(
     out = out or sys.stdout
     err = err or sys.stderr
     root: Path = args.path
-    problem = _usage_problem(root, args.base_url, _access(args))
+    problem = usage_problem(root, args.base_url, _access(args))
     if problem:
         print(f"ragagent: {problem}", file=err)
         return 2
@@ -155,11 +156,23 @@ async def ingest_command(
     return 0
 
 
+def add_access_flags(parser: argparse.ArgumentParser) -> None:
+    """--group and --principal: who may read every document of the run."""
+    for flag, what in (("--group", "group"), ("--principal", "principal")):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            help=f"a {what} that may read every document ingested, besides those a page's "
+            "front matter `access` names; repeatable (docs/security.md, Document permissions)",
+        )
+
+
 def _access(args: argparse.Namespace) -> corpus_pb2.DocumentAccess:
     return corpus_pb2.DocumentAccess(groups=args.group, principals=args.principal)
 
 
-def _usage_problem(root: Path, base_url: str, access: corpus_pb2.DocumentAccess) -> str:
+def usage_problem(root: Path, base_url: str, access: corpus_pb2.DocumentAccess) -> str:
     """Why the arguments cannot work, checked before anything is opened; empty when fine."""
     if root.is_file():
         # Not accepted as a one-file corpus: its document id would lose the folders that

@@ -26,8 +26,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from service.access import LabelError, labels
+from ragagent.v1 import corpus_pb2
+
+from service.access import labels
 from service.commands.flags import settings_with_flags
+from service.commands.ingest import add_access_flags, usage_problem
 from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import ConfigurationError, RagAgentError
@@ -54,14 +57,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--base-url", default="", help="site URL the pages are published under (for links)"
     )
-    for flag, what in (("--group", "group"), ("--principal", "principal")):
-        parser.add_argument(
-            flag,
-            action="append",
-            default=[],
-            help=f"a {what} that may read every document, besides those a page's front "
-            "matter `access` names; repeatable",
-        )
+    add_access_flags(parser)
     parser.add_argument(
         "--drop-old", action="store_true", help="delete the previous generation after the switch"
     )
@@ -88,14 +84,12 @@ async def reindex_command(
             file=err,
         )
         return 2
-    if not args.path.is_dir():
-        print(f"ragagent: {args.path}: no such folder", file=err)
+    requested = corpus_pb2.DocumentAccess(groups=args.group, principals=args.principal)
+    problem = usage_problem(args.path, args.base_url, requested)  # as `ragagent ingest` checks
+    if problem:
+        print(f"ragagent: {problem}", file=err)
         return 2
-    try:
-        access = labels(args.group, args.principal)
-    except LabelError as error:
-        print(f"ragagent: --group/--principal: {error}", file=err)
-        return 2
+    access = labels(args.group, args.principal)
     from service.runtime import Runtime  # the server's imports load slowly
 
     runtime = await Runtime.open(settings)

@@ -276,12 +276,8 @@ class QdrantStore(EngineSearch):
         )
 
     async def _delete(self, selector: models.Filter, deadline: Deadline | None) -> int:
-        count = await self._call(
-            partial(self._client.count, self._collection, count_filter=selector, exact=True),
-            deadline,
-            "counting chunks",
-        )
-        if count.count:
+        count = await self._count_chunks(selector, deadline)
+        if count:
             await self._call(
                 partial(
                     self._client.delete,
@@ -292,7 +288,15 @@ class QdrantStore(EngineSearch):
                 deadline,
                 "deleting chunks",
             )
-        return count.count
+        return count
+
+    async def _count_chunks(self, selector: models.Filter, deadline: Deadline | None) -> int:
+        found = await self._call(
+            partial(self._client.count, self._collection, count_filter=selector, exact=True),
+            deadline,
+            "counting chunks",
+        )
+        return found.count
 
     async def list_documents(
         self,
@@ -302,22 +306,21 @@ class QdrantStore(EngineSearch):
         deadline: Deadline | None = None,
         access: ReadAccess | None = None,
     ) -> list[DocumentSummary]:
-        records = [
-            r
-            for r in await self._records.all(deadline=deadline)
-            if r.document_id > after and (access is None or access.permits(r.access))
-        ]
+        records = [r for r in await self._readable(access, deadline) if r.document_id > after]
         return sorted(records, key=lambda r: r.document_id)[:limit]
 
     async def count(
         self, *, deadline: Deadline | None = None, access: ReadAccess | None = None
     ) -> tuple[int, int]:
-        records = [
-            r
-            for r in await self._records.all(deadline=deadline)
-            if access is None or access.permits(r.access)
-        ]
+        records = await self._readable(access, deadline)
         return len(records), sum(r.chunk_count for r in records)
+
+    async def _readable(
+        self, access: ReadAccess | None, deadline: Deadline | None
+    ) -> list[DocumentSummary]:
+        """The records of the documents ``access`` may read (all of them without one)."""
+        records = await self._records.all(deadline=deadline)
+        return [r for r in records if access is None or access.permits(r.access)]
 
     async def document_access(
         self, *, deadline: Deadline | None = None
@@ -330,12 +333,8 @@ class QdrantStore(EngineSearch):
     ) -> int:
         """Relabels a document's chunks, then its record (see EdgeStore.set_document_access)."""
         selector = models.Filter(must=[match_value("document_id", document_id)])
-        count = await self._call(
-            partial(self._client.count, self._collection, count_filter=selector, exact=True),
-            deadline,
-            "counting chunks",
-        )
-        if count.count:
+        count = await self._count_chunks(selector, deadline)
+        if count:
             await self._call(
                 partial(
                     self._client.set_payload,
@@ -348,7 +347,7 @@ class QdrantStore(EngineSearch):
                 "relabelling a document",
             )
             await self._records.relabel(document_id, labels, deadline=deadline)
-        return count.count
+        return count
 
     async def close(self) -> None:
         await self._calls.close()

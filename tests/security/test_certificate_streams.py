@@ -26,7 +26,7 @@ from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 from service.security.tls import ServerTls, TlsFiles
 from tests.helpers import local_embedder
 from tests.processes import server_process
-from tests.security.support import CertFiles, client_cert, server_cert
+from tests.security.support import CertFiles, client_cert, server_cert, tls_channel
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +44,7 @@ def _document(name: str) -> corpus_pb2.IngestDocumentsRequest:
 
 
 def _channel(port: int, ca: trustme.CA, client: CertFiles) -> grpc.aio.Channel:
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=ca.cert_pem.bytes(),
-        private_key=client.key.read_bytes(),
-        certificate_chain=client.cert.read_bytes(),
-    )
-    return grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials)
+    return tls_channel(f"127.0.0.1:{port}", ca, client)
 
 
 class Upload:
