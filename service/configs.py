@@ -55,6 +55,7 @@ def session_store_config(settings: Settings) -> SessionStoreConfig:
         ttl_s=settings.session_ttl,
         stale_turn_s=settings.turn_lease,
         history_tokens=settings.session_history_tokens,
+        run_retention_s=settings.run_retention,
         pgbouncer=settings.database_pgbouncer,
         pool=Pool(
             size=settings.database_pool_size,

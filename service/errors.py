@@ -136,6 +136,16 @@ class SessionBusy(RagAgentError):
     reason = "SESSION_BUSY"
 
 
+class RunEnded(RagAgentError):
+    """How a background run's stream ended, replayed to a caller that resumes it: the
+    status code and reason its own stream ended with."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
 class Unavailable(RagAgentError):
     """A dependency cannot be reached right now; retrying later may succeed."""
 

@@ -36,6 +36,7 @@ from service.api.interceptors.authn import Authenticate, Authentication
 from service.api.interceptors.authz import Authorize
 from service.api.interceptors.limits import AuthFailureThrottle, Limit, RateLimits
 from service.api.readable import DocumentsReadable
+from service.api.runs import BackgroundRuns
 from service.api.sessions import SessionServicer
 from service.config import Settings
 from service.errors import ConfigurationError
@@ -88,6 +89,11 @@ class AgentServer:
             interceptors=[Chain(layers)],
             options=_channel_options(settings),
         )
+        self.runs = (
+            BackgroundRuns(runtime.sessions.runs, poll_interval_s=settings.run_poll_interval)
+            if runtime.sessions is not None
+            else None
+        )
         agent = AgentServicer(
             runtime.retriever,
             runtime.embedder,
@@ -97,6 +103,7 @@ class AgentServer:
             listeners=observe.run_listeners(),
             allowed_models=settings.allowed_models,
             unlabelled_public=settings.access_unlabelled == "public",
+            runs=self.runs,
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(agent, self._server)
         corpus = CorpusServicer(
@@ -195,16 +202,24 @@ class AgentServer:
         grace = self._settings.grace_period if grace is None else grace
         log.info("shutting down", grace_period_s=grace)
         stopping = asyncio.create_task(self._stop_listeners(grace), name="server-stop")
+        # Background runs have no call to drain: they get the same grace as the calls.
+        runs_idle = asyncio.create_task(
+            self.runs.wait_idle() if self.runs is not None else asyncio.sleep(0),
+            name="background-runs-idle",
+        )
         agent = self._runtime.agent
         if agent is not None:
             # Runs still going when the grace period is nearly over are stopped first, so
             # that each sends its final message (CANCELLED, the answer so far) and records
             # its turn before grpc cancels its call.
             left = min(_FINAL_MESSAGE_S, grace / 2)
-            done, _ = await asyncio.wait({stopping}, timeout=grace - left)
-            if not done and (stopped := agent.stop_runs()):
+            _, pending = await asyncio.wait({stopping, runs_idle}, timeout=grace - left)
+            if pending and (stopped := agent.stop_runs()):
                 log.info("stopped runs still in progress", runs=stopped)
         await stopping
+        runs_idle.cancel()
+        if self.runs is not None:
+            await self.runs.close(_FINAL_MESSAGE_S)
         if self.health_port is not None:
             await self.health_port.stop()
         if self._shared_limits is not None:

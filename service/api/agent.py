@@ -20,43 +20,28 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
 import grpc
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
-from service.agent import (
-    Agent,
-    AgentEvent,
-    AgentRequest,
-    AnswerDelta,
-    CitationFound,
-    Completed,
-    Heartbeat,
-    RunStarted,
-    SourcesFound,
-    ToolCallCompleted,
-    ToolCallPending,
-    ToolCallStarted,
-)
-from service.api.convert import (
-    citation_to_proto,
-    duration,
-    filters_from_proto,
-    hit_to_proto,
-    result_to_proto,
-    source_to_proto,
-    timestamp,
-    tool_call_to_proto,
-)
+from service.agent import Agent, AgentEvent, AgentRequest, Completed
+from service.api.convert import duration, filters_from_proto, hit_to_proto, result_to_proto
 from service.api.identity import caller_access, caller_identity
 from service.api.interceptors import current_request_id
 from service.api.partial import PartialRun
+from service.api.runs import STATUS_PROTO, BackgroundRuns, new_run_id
+from service.api.stream_messages import event_message
 from service.api.turn_record import TurnRecord
 from service.domain import Deadline, ResponseStatus, SearchFilters
-from service.errors import DeadlineExceeded, FieldViolation, InvalidArgument
+from service.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+)
 from service.observability.logging import get_logger
 from service.observability.runs import RunListener, Subscribers
 from service.retrieval.base import Embedder, Retriever
@@ -83,10 +68,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         listeners: Sequence[RunListener] = (),
         allowed_models: Collection[str] = (),
         unlabelled_public: bool = False,
+        runs: BackgroundRuns | None = None,
     ) -> None:
         """``allowed_models``: the names a request may choose as ``model`` (the operator's
         RAGAGENT_LLM_ALLOWED_MODELS, with the configured model). ``unlabelled_public``:
-        unlabelled documents are readable by every caller (RAGAGENT_ACCESS_UNLABELLED)."""
+        unlabelled documents are readable by every caller (RAGAGENT_ACCESS_UNLABELLED).
+        ``runs``: where background runs go (None: ``background`` is refused)."""
+        self._runs = runs
         self._unlabelled_public = unlabelled_public
         self._allowed_models = frozenset(allowed_models)
         self._retriever = retriever
@@ -125,23 +113,28 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request: agent_pb2.QuestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
-        sequence = 0
-        async for event in self._run(request, context):
-            sequence += 1
-            yield _event_message(event, sequence)
-            if isinstance(event, Completed) and event.error is not None:
-                raise event.error  # the final message (status ERROR) came first, as promised
-            if isinstance(event, Completed) and event.result.status is ResponseStatus.TIMEOUT:
-                raise DeadlineExceeded(
-                    "the deadline ran out; the final message holds the answer produced so far"
-                )
+        if request.background:
+            stream = self._background(request, context.time_remaining())
+        else:
+            stream = self._stream(request, context.time_remaining())
+        async for message in stream:
+            yield message
 
     async def Ask(
         self,
         request: agent_pb2.QuestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> agent_pb2.AgentResponse:
-        async for event in self._run(request, context):
+        if request.background:
+            final = None
+            # Read to the end: a run that failed raises its error after its final message.
+            async for message in self._background(request, context.time_remaining()):
+                if message.HasField("completed"):
+                    final = message.completed
+            if final is None:
+                raise RuntimeError("a background run ended without a final message")
+            return final
+        async for event in self._run(request, context.time_remaining()):
             if isinstance(event, Completed):
                 if event.error is not None:
                     raise event.error
@@ -150,8 +143,64 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 return result_to_proto(event.result)
         raise RuntimeError("the agent ended a run without a Completed event")
 
+    async def ResumeStream(
+        self,
+        request: agent_pb2.ResumeStreamRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
+        runs = self._background_runs()
+        async for message in runs.follow(request.run_id, caller_identity(), request.after_sequence):
+            yield message
+
+    async def CancelRun(
+        self,
+        request: agent_pb2.CancelRunRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.CancelRunResponse:
+        status = await self._background_runs().cancel(request.run_id, caller_identity())
+        return agent_pb2.CancelRunResponse(run_id=request.run_id, status=STATUS_PROTO[status])
+
+    async def _stream(
+        self, request: agent_pb2.QuestionRequest, remaining: float | None, run_id: str = ""
+    ) -> AsyncGenerator[agent_pb2.AskStreamResponse, None]:
+        """The run as stream messages, ending as the proto promises: after a final message
+        of status ERROR with the error, after one of status TIMEOUT with DEADLINE_EXCEEDED."""
+        sequence = 0
+        async for event in self._run(request, remaining):
+            sequence += 1
+            yield event_message(event, sequence, run_id)
+            if isinstance(event, Completed) and event.error is not None:
+                raise event.error  # the final message (status ERROR) came first, as promised
+            if isinstance(event, Completed) and event.result.status is ResponseStatus.TIMEOUT:
+                raise DeadlineExceeded(
+                    "the deadline ran out; the final message holds the answer produced so far"
+                )
+
+    async def _background(
+        self, request: agent_pb2.QuestionRequest, remaining: float | None
+    ) -> AsyncIterator[agent_pb2.AskStreamResponse]:
+        """Starts the run as a background run and follows it; leaving stops the following,
+        not the run."""
+        runs = self._background_runs()
+        if not runs.keeps_content:
+            raise FailedPrecondition(
+                "this server records no content (RAGAGENT_RECORD_CONTENT=false), so it cannot "
+                "keep a background run's answer; ask without background"
+            )
+        self._check_model(request.model)  # refused before a run exists
+        run_id = new_run_id()
+        owner = caller_identity()
+        runs.start(owner, run_id, self._stream(request, remaining, run_id))
+        async for message in runs.follow(run_id, owner, 0):
+            yield message
+
+    def _background_runs(self) -> BackgroundRuns:
+        if self._runs is None:
+            raise FailedPrecondition("this server keeps no background runs (no session store)")
+        return self._runs
+
     async def _run(
-        self, request: agent_pb2.QuestionRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: agent_pb2.QuestionRequest, remaining: float | None
     ) -> AsyncIterator[AgentEvent]:
         if self._agent is None:
             raise NotImplementedError("this server has no agent configured")
@@ -160,7 +209,6 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         metadata = dict(request.metadata)
         if metadata:
             log.debug("run metadata", request_id=request_id, metadata=metadata)
-        remaining = context.time_remaining()
         deadline = Deadline.after(
             None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_S)
         )
@@ -238,38 +286,3 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     )
                 ]
             )
-
-
-def _event_message(event: AgentEvent, sequence: int) -> agent_pb2.AskStreamResponse:
-    message = agent_pb2.AskStreamResponse(sequence=sequence)
-    match event:
-        case RunStarted():
-            message.run_started.CopyFrom(
-                agent_pb2.RunStarted(
-                    request_id=event.request_id,
-                    session_id=event.session_id,
-                    created_at=timestamp(event.created_at),
-                )
-            )
-        case ToolCallPending() | ToolCallStarted():
-            message.tool_call_started.CopyFrom(tool_call_to_proto(event.call))
-        case SourcesFound():
-            message.sources_found.CopyFrom(
-                agent_pb2.SourcesFound(
-                    tool_call_id=event.tool_call_id,
-                    sources=[source_to_proto(s) for s in event.sources],
-                )
-            )
-        case ToolCallCompleted():
-            message.tool_call_completed.CopyFrom(tool_call_to_proto(event.call))
-        case AnswerDelta():
-            message.answer_delta.text = event.text
-        case CitationFound():
-            message.citation.CopyFrom(citation_to_proto(event.citation))
-        case Heartbeat():
-            message.heartbeat.CopyFrom(
-                agent_pb2.Heartbeat(elapsed=duration(event.elapsed_s), phase=event.phase)
-            )
-        case Completed():
-            message.completed.CopyFrom(result_to_proto(event.result))
-    return message

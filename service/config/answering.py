@@ -139,6 +139,20 @@ class SessionSettings(BaseModel):
     session_purge_interval: float = Field(
         60.0, gt=0, description="Seconds between purges of expired sessions."
     )
+    run_retention: float = Field(
+        3600.0,
+        gt=0,
+        description="Seconds a background run's events are kept after it ends, for "
+        "ResumeStream; then the run is deleted with them (by the session purger).",
+    )
+    run_poll_interval: float = Field(
+        0.2,
+        gt=0,
+        le=5,
+        description="Seconds between reads of a background run's new events when it runs on "
+        "another replica (ResumeStream); the latency a resume adds there. A run on the same "
+        "replica is followed without polling.",
+    )
     session_encryption_key: SecretStr | None = Field(
         None,
         description="AES-256-GCM keys sealing the text of stored turns (questions, answers, "
@@ -149,8 +163,8 @@ class SessionSettings(BaseModel):
     record_content: bool = Field(
         True,
         description="Store the text of turns; false keeps statuses, timings, sources and token "
-        "counts only: GetSession shows empty questions and answers, and no earlier turn is "
-        "replayed to the model.",
+        "counts only: GetSession shows empty questions and answers, no earlier turn is "
+        "replayed to the model, and background runs are refused (their events are text).",
     )
     database_pool_size: int = Field(
         10,

@@ -52,6 +52,7 @@ async def open_session_store(config: SessionStoreConfig, *, clock: Clock = utc_n
         ttl_s=config.ttl_s,
         stale_turn_s=config.stale_turn_s,
         history_tokens=config.history_tokens,
+        run_retention_s=config.run_retention_s,
         clock=clock,
         pgbouncer=config.pgbouncer,
         pool=config.pool,

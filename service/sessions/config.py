@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.sessions.engine import DEFAULT_POOL, Pool
-from service.sessions.store import DEFAULT_STALE_TURN_S
+from service.sessions.store import DEFAULT_RUN_RETENTION_S, DEFAULT_STALE_TURN_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +21,7 @@ class SessionStoreConfig:
     ttl_s: float = 1800.0
     stale_turn_s: float = DEFAULT_STALE_TURN_S
     history_tokens: int = 2000
+    run_retention_s: float = DEFAULT_RUN_RETENTION_S
     pgbouncer: bool = False
     pool: Pool = DEFAULT_POOL
     record_content: bool = True

@@ -204,11 +204,44 @@ def _v4_turn_labels(connection: Connection) -> None:
     connection.exec_driver_sql("ALTER TABLE turns ADD COLUMN labels TEXT NOT NULL DEFAULT ''")
 
 
+def _v5_background_runs(connection: Connection) -> None:
+    meta = MetaData()
+    Table(
+        "runs",
+        meta,
+        Column("id", String(64), primary_key=True),
+        Column("owner", String(256), nullable=False),
+        Column("session_id", String(36), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("renewed_at", UTCDateTime(), nullable=False),
+        Column("created_at", UTCDateTime(), nullable=False),
+        Column("ended_at", UTCDateTime(), nullable=True),
+        Column("last_sequence", Integer, nullable=False, server_default=text("0")),
+        Column("end_code", String(32), nullable=False, server_default=text("''")),
+        Column("end_message", Text, nullable=False, server_default=text("''")),
+        Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+        CheckConstraint(
+            "status IN ('running', 'success', 'no_answer', 'error', 'timeout', 'cancelled')",
+            name="ck_runs_status",
+        ),
+        Index("ix_runs_ended_at", "ended_at"),
+    )
+    Table(
+        "run_events",
+        meta,
+        Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("sequence", Integer, primary_key=True, autoincrement=False),
+        Column("payload", Text, nullable=False),
+    )
+    meta.create_all(connection, checkfirst=False)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, turns, messages, tool calls and responses", _v1_initial),
     Migration(2, "why a turn failed; tool calls indexed by function name", _v2_turn_errors),
     Migration(3, "message length checked before sealing, not by the table", _v3_unbounded_messages),
     Migration(4, "the request's metadata kept with its turn", _v4_turn_labels),
+    Migration(5, "background runs and their events", _v5_background_runs),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

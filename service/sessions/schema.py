@@ -187,3 +187,38 @@ responses = Table(
     Column("model", String(256), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
+
+runs = Table(
+    "runs",
+    metadata,
+    # Unguessable (secrets.token_urlsafe): holding the id is not enough, the owner is checked.
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(256), nullable=False),
+    Column("session_id", String(ID_LENGTH), nullable=False),
+    Column("status", String(16), nullable=False),
+    # The replica running it renews this with every write; a running run not renewed for a
+    # turn lease was lost with its replica (see service.sessions.runs).
+    Column("renewed_at", UTCDateTime(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("ended_at", UTCDateTime(), nullable=True),
+    Column("last_sequence", Integer, nullable=False, server_default=text("0")),
+    # How the run's stream ended: the gRPC status code's name ("" for OK) and its message.
+    Column("end_code", String(32), nullable=False, server_default=text("''")),
+    Column("end_message", Text, nullable=False, server_default=text("''")),
+    Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+    CheckConstraint(
+        "status IN ('running', 'success', 'no_answer', 'error', 'timeout', 'cancelled')",
+        name="ck_runs_status",
+    ),
+    # The purger deletes runs ended before a cut-off.
+    Index("ix_runs_ended_at", "ended_at"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("sequence", Integer, primary_key=True, autoincrement=False),
+    # The serialized AskStreamResponse, base64, sealed like a turn's text.
+    Column("payload", Text, nullable=False),
+)

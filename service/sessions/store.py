@@ -81,6 +81,7 @@ from service.sessions.records import (
     approx_tokens,
     utc_now,
 )
+from service.sessions.runs import RunLog
 from service.sessions.schema import AnyRow
 from service.sessions.sealing import PLAIN, Content
 from service.sessions.writer import ConcurrentWriter, SerialWriter, Writer
@@ -90,12 +91,14 @@ T = TypeVar("T")
 
 DEFAULT_STALE_TURN_S = 30.0
 DEFAULT_HISTORY_TOKENS = 2000
+DEFAULT_RUN_RETENTION_S = 3600.0
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 1000  # the API allows 100; this bounds any other caller
 _PURGE_BATCH = 500
 _OPEN_INLINE_TURNS = 16
 _SHUT_DOWN = "the server shut down before the answer was complete"
 _RESTARTED = "the server restarted before the answer was complete"
+_RUN_LOST = "the replica running it stopped before the answer was complete"
 
 
 class SessionStore:
@@ -111,6 +114,7 @@ class SessionStore:
         count_tokens: TokenCounter = approx_tokens,
         clock: Clock = utc_now,
         content: Content = PLAIN,
+        run_retention_s: float = DEFAULT_RUN_RETENTION_S,
     ) -> None:
         self._engine = engine
         self._content = content
@@ -128,6 +132,14 @@ class SessionStore:
         self._clock = clock
         self._renew_every = stale_turn_s / 3
         self._renewing: asyncio.Task[None] | None = None
+        self.runs = RunLog(
+            write=self._writes.run,
+            read=self._read,
+            content=content,
+            clock=clock,
+            lease=timedelta(seconds=stale_turn_s),
+            retention=timedelta(seconds=run_retention_s),
+        )
 
     @classmethod
     async def open(
@@ -143,6 +155,7 @@ class SessionStore:
         pool: Pool = DEFAULT_POOL,
         content: Content = PLAIN,
         pgbouncer: bool = False,
+        run_retention_s: float = DEFAULT_RUN_RETENTION_S,
     ) -> SessionStore:
         """Connects to ``url``, creates or upgrades the schema, recovers interrupted turns."""
         store = cls(
@@ -153,6 +166,7 @@ class SessionStore:
             count_tokens=count_tokens,
             clock=clock,
             content=content,
+            run_retention_s=run_retention_s,
         )
         try:
             await store.start()
@@ -174,6 +188,7 @@ class SessionStore:
         if self._engine.dialect.name == "sqlite":
             abandon = jobs.AbandonTurns(self._clock(), _RESTARTED, None, self._content)
             await self._writes.run(abandon)
+            await self.runs.abandon_all(_RESTARTED)
         self._renewing = asyncio.create_task(self._renew_leases(), name="turn-leases")
 
     async def _renew_leases(self) -> None:
@@ -340,7 +355,11 @@ class SessionStore:
                 return purged
             purged += count
             if count < _PURGE_BATCH:
-                return purged
+                break
+        # Background runs: those lost with their replica are ended, old ones deleted.
+        await self.runs.mark_lost(None, _RUN_LOST)
+        await self.runs.purge()
+        return purged
 
     # --- internals -----------------------------------------------------------------
 

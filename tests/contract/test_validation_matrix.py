@@ -79,6 +79,14 @@ def delete_document(**fields: Any) -> corpus_pb2.DeleteDocumentRequest:
     return corpus_pb2.DeleteDocumentRequest(**{"document_id": "module-01/page-01.md", **fields})
 
 
+def run_rows(build: Any) -> list[Row]:
+    """A run id: 1 to 64 characters (unknown ones are NOT_FOUND, not invalid)."""
+    return [
+        Row("run_id", "string.min_len", build(run_id="r"), build(run_id="")),
+        Row("run_id", "string.max_len", build(run_id="r" * 64), build(run_id="r" * 65)),
+    ]  # fmt: skip
+
+
 def list_documents(**fields: Any) -> corpus_pb2.ListDocumentsRequest:
     return corpus_pb2.ListDocumentsRequest(**fields)
 
@@ -345,6 +353,9 @@ MATRIX: list[Row] = [
     *max_results_rows(retrieve, upper=20),
     *float_range_rows(retrieve, "confidence_threshold", upper=1.0),
     *filters_rows(retrieve),
+    # agent.proto: background runs
+    *run_rows(agent_pb2.ResumeStreamRequest),
+    *run_rows(agent_pb2.CancelRunRequest),
     # corpus.proto
     *document_rows(),
     *ingest_options_rows(),

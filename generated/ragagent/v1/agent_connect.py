@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .agent_pb2 import AgentResponse, AskStreamResponse, QuestionRequest, RetrieveRequest, RetrieveResponse
+from .agent_pb2 import AgentResponse, AskStreamResponse, CancelRunRequest, CancelRunResponse, QuestionRequest, ResumeStreamRequest, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -63,6 +63,26 @@ class AgentService(Protocol):
     async def retrieve(self, request: RetrieveRequest, ctx: RequestContext[RetrieveRequest, RetrieveResponse], /) -> RetrieveResponse:
         """
         Retrieve searches the indexed documents without generating an answer.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def resume_stream(self, request: ResumeStreamRequest, ctx: RequestContext[ResumeStreamRequest, AskStreamResponse], /) -> AsyncIterator[AskStreamResponse]:
+        """
+        ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def cancel_run(self, request: CancelRunRequest, ctx: RequestContext[CancelRunRequest, CancelRunResponse], /) -> CancelRunResponse:
+        """
+        CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -112,6 +132,28 @@ class AgentServiceASGIApplication(ConnectASGIApplication[AgentService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.retrieve,
+                ),
+                "/ragagent.v1.AgentService/ResumeStream": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="ResumeStream",
+                        service_name="ragagent.v1.AgentService",
+                        input=ResumeStreamRequest,
+                        output=AskStreamResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.resume_stream,
+                ),
+                "/ragagent.v1.AgentService/CancelRun": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CancelRun",
+                        service_name="ragagent.v1.AgentService",
+                        input=CancelRunRequest,
+                        output=CancelRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.cancel_run,
                 ),
             },
             interceptors=interceptors,
@@ -230,6 +272,60 @@ class AgentServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def resume_stream(
+        self,
+        request: ResumeStreamRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[AskStreamResponse]:
+        """
+        ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="ResumeStream",
+                service_name="ragagent.v1.AgentService",
+                input=ResumeStreamRequest,
+                output=AskStreamResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def cancel_run(
+        self,
+        request: CancelRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CancelRunResponse:
+        """
+        CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CancelRun",
+                service_name="ragagent.v1.AgentService",
+                input=CancelRunRequest,
+                output=CancelRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class AgentServiceSync(Protocol):
     """
@@ -257,6 +353,26 @@ class AgentServiceSync(Protocol):
     def retrieve(self, request: RetrieveRequest, ctx: RequestContext[RetrieveRequest, RetrieveResponse], /) -> RetrieveResponse:
         """
         Retrieve searches the indexed documents without generating an answer.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def resume_stream(self, request: ResumeStreamRequest, ctx: RequestContext[ResumeStreamRequest, AskStreamResponse], /) -> Iterator[AskStreamResponse]:
+        """
+        ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def cancel_run(self, request: CancelRunRequest, ctx: RequestContext[CancelRunRequest, CancelRunResponse], /) -> CancelRunResponse:
+        """
+        CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -304,6 +420,28 @@ class AgentServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.retrieve,
+                ),
+                "/ragagent.v1.AgentService/ResumeStream": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="ResumeStream",
+                        service_name="ragagent.v1.AgentService",
+                        input=ResumeStreamRequest,
+                        output=AskStreamResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.resume_stream,
+                ),
+                "/ragagent.v1.AgentService/CancelRun": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CancelRun",
+                        service_name="ragagent.v1.AgentService",
+                        input=CancelRunRequest,
+                        output=CancelRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.cancel_run,
                 ),
             },
             interceptors=interceptors,
@@ -416,6 +554,60 @@ class AgentServiceClientSync(ConnectClientSync):
                 service_name="ragagent.v1.AgentService",
                 input=RetrieveRequest,
                 output=RetrieveResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def resume_stream(
+        self,
+        request: ResumeStreamRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[AskStreamResponse]:
+        """
+        ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="ResumeStream",
+                service_name="ragagent.v1.AgentService",
+                input=ResumeStreamRequest,
+                output=AskStreamResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def cancel_run(
+        self,
+        request: CancelRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CancelRunResponse:
+        """
+        CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CancelRun",
+                service_name="ragagent.v1.AgentService",
+                input=CancelRunRequest,
+                output=CancelRunResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

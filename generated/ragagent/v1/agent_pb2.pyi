@@ -149,6 +149,7 @@ class QuestionRequest(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    BACKGROUND_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question, 1 to 1000 characters (Unicode code points), not only white space."""
     max_results: _builtins.int
@@ -190,6 +191,14 @@ class QuestionRequest(_message.Message):
     still comes only from the documents and cites them. Empty: none. Ignored by the
     extractive strategy.
     """
+    background: _builtins.bool
+    """Run in the background: the run goes on when the caller disconnects, its events are
+    kept (`RAGAGENT_RUN_RETENTION` after it ends), and `run_started.run_id` names it for
+    ResumeStream and CancelRun (Ask returns it in `AgentResponse.run_id`). The call itself
+    answers as without it. The call's deadline
+    still bounds the run. Needs a server that records content
+    (FAILED_PRECONDITION otherwise). False: the run is cancelled when the caller goes away.
+    """
     @_builtins.property
     def filters(self) -> _types_pb2.SearchFilters:
         """Restricts retrieval to part of the corpus. Unset: the whole corpus."""
@@ -215,10 +224,11 @@ class QuestionRequest(_message.Message):
         model: _builtins.str = ...,
         max_tokens: _builtins.int | None = ...,
         instructions: _builtins.str = ...,
+        background: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "max_results", b"max_results", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "instructions", b"instructions", "max_results", b"max_results", "max_tokens", b"max_tokens", "metadata", b"metadata", "model", b"model", "query", b"query", "request_id", b"request_id", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold", "_max_results", b"_max_results", "_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "background", b"background", "confidence_threshold", b"confidence_threshold", "filters", b"filters", "instructions", b"instructions", "max_results", b"max_results", "max_tokens", b"max_tokens", "metadata", b"metadata", "model", b"model", "query", b"query", "request_id", b"request_id", "session_id", b"session_id", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence_threshold: _TypeAlias = _typing.Literal["confidence_threshold"]  # noqa: Y015
     _WhichOneofArgType__confidence_threshold: _TypeAlias = _typing.Literal["_confidence_threshold", b"_confidence_threshold"]  # noqa: Y015
@@ -238,6 +248,80 @@ class QuestionRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
 
 Global___QuestionRequest: _TypeAlias = QuestionRequest  # noqa: Y015
+
+@_typing.final
+class ResumeStreamRequest(_message.Message):
+    """ResumeStreamRequest re-attaches to a background run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run, as `RunStarted.run_id` named it."""
+    after_sequence: _builtins.int
+    """The last event the caller has (its `sequence`); 0 for all of them."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        after_sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeStreamRequest: _TypeAlias = ResumeStreamRequest  # noqa: Y015
+
+@_typing.final
+class CancelRunRequest(_message.Message):
+    """CancelRunRequest stops a background run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run, as `RunStarted.run_id` named it."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRunRequest: _TypeAlias = CancelRunRequest  # noqa: Y015
+
+@_typing.final
+class CancelRunResponse(_message.Message):
+    """CancelRunResponse says how the run ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    status: Global___ResponseStatus.ValueType
+    """Its final status: CANCELLED, or how it had ended before the cancel reached it."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        status: Global___ResponseStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRunResponse: _TypeAlias = CancelRunResponse  # noqa: Y015
 
 @_typing.final
 class AgentResponse(_message.Message):
@@ -264,6 +348,7 @@ class AgentResponse(_message.Message):
     NO_ANSWER_REASON_FIELD_NUMBER: _builtins.int
     DOWNGRADED_REASON_FIELD_NUMBER: _builtins.int
     CITATIONS_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request (the caller's `request_id`, the `x-request-id` header, or generated)."""
     session_id: _builtins.str
@@ -312,6 +397,10 @@ class AgentResponse(_message.Message):
     one for retrieve_first) runs the fastest strategy that fits (retrieve_first, or
     extractive with no model call) and says so here, with the figures. Empty when the
     strategy is the server's; never set when the server's strategy is explicit.
+    """
+    run_id: _builtins.str
+    """Id of the background run that produced this answer (`QuestionRequest.background`);
+    empty otherwise. Ask returns it here, AskStream also in `run_started`.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.SourceInfo]:
@@ -370,10 +459,11 @@ class AgentResponse(_message.Message):
         no_answer_reason: _builtins.str = ...,
         downgraded_reason: _builtins.str = ...,
         citations: _abc.Iterable[_types_pb2.Citation] | None = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "grounding", b"grounding", "timings", b"timings", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "citations", b"citations", "confidence", b"confidence", "created_at", b"created_at", "downgraded_reason", b"downgraded_reason", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_mode", b"answer_mode", "citations", b"citations", "confidence", b"confidence", "created_at", b"created_at", "downgraded_reason", b"downgraded_reason", "finish_reason", b"finish_reason", "grounding", b"grounding", "model", b"model", "no_answer_reason", b"no_answer_reason", "request_id", b"request_id", "run_id", b"run_id", "session_id", b"session_id", "sources", b"sources", "status", b"status", "strategy", b"strategy", "timings", b"timings", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -487,10 +577,15 @@ class RunStarted(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Id of the request."""
     session_id: _builtins.str
     """Id of the conversation (new or continued)."""
+    run_id: _builtins.str
+    """Id of the background run (set only when `QuestionRequest.background` was true): an
+    unguessable name for ResumeStream and CancelRun, valid for its owner only.
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the run started."""
@@ -501,10 +596,11 @@ class RunStarted(_message.Message):
         request_id: _builtins.str = ...,
         session_id: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "request_id", b"request_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

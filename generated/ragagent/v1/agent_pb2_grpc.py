@@ -54,6 +54,16 @@ class AgentServiceStub:
                 request_serializer=ragagent_dot_v1_dot_agent__pb2.RetrieveRequest.SerializeToString,
                 response_deserializer=ragagent_dot_v1_dot_agent__pb2.RetrieveResponse.FromString,
                 _registered_method=True)
+        self.ResumeStream = channel.unary_stream(
+                '/ragagent.v1.AgentService/ResumeStream',
+                request_serializer=ragagent_dot_v1_dot_agent__pb2.ResumeStreamRequest.SerializeToString,
+                response_deserializer=ragagent_dot_v1_dot_agent__pb2.AskStreamResponse.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/ragagent.v1.AgentService/CancelRun',
+                request_serializer=ragagent_dot_v1_dot_agent__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=ragagent_dot_v1_dot_agent__pb2.CancelRunResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -88,6 +98,28 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeStream(self, request, context):
+        """ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRun(self, request, context):
+        """CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +137,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.Retrieve,
                     request_deserializer=ragagent_dot_v1_dot_agent__pb2.RetrieveRequest.FromString,
                     response_serializer=ragagent_dot_v1_dot_agent__pb2.RetrieveResponse.SerializeToString,
+            ),
+            'ResumeStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ResumeStream,
+                    request_deserializer=ragagent_dot_v1_dot_agent__pb2.ResumeStreamRequest.FromString,
+                    response_serializer=ragagent_dot_v1_dot_agent__pb2.AskStreamResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=ragagent_dot_v1_dot_agent__pb2.CancelRunRequest.FromString,
+                    response_serializer=ragagent_dot_v1_dot_agent__pb2.CancelRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -193,6 +235,60 @@ class AgentService:
             '/ragagent.v1.AgentService/Retrieve',
             ragagent_dot_v1_dot_agent__pb2.RetrieveRequest.SerializeToString,
             ragagent_dot_v1_dot_agent__pb2.RetrieveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragagent.v1.AgentService/ResumeStream',
+            ragagent_dot_v1_dot_agent__pb2.ResumeStreamRequest.SerializeToString,
+            ragagent_dot_v1_dot_agent__pb2.AskStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragagent.v1.AgentService/CancelRun',
+            ragagent_dot_v1_dot_agent__pb2.CancelRunRequest.SerializeToString,
+            ragagent_dot_v1_dot_agent__pb2.CancelRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,20 @@ class AgentServiceStub:
     """
     Retrieve: _grpc.UnaryUnaryMultiCallable[_agent_pb2.RetrieveRequest, _agent_pb2.RetrieveResponse]
     """Retrieve searches the indexed documents without generating an answer."""
+    ResumeStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ResumeStreamRequest, _agent_pb2.AskStreamResponse]
+    """ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+    the run's events whose `sequence` is greater than `after_sequence`, then follows the
+    live ones, and ends as the run's own stream ends (its final `completed` message, then
+    the same status). Any replica sharing the session database can serve it. A run that is
+    unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+    principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+    recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+    """
+    CancelRun: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CancelRunRequest, _agent_pb2.CancelRunResponse]
+    """CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+    recorded so, with the answer produced so far), and returns once the run has ended. A
+    run that had already ended is left as it was; the response says how it ended.
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -71,6 +85,20 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """
     Retrieve: _aio.UnaryUnaryMultiCallable[_agent_pb2.RetrieveRequest, _agent_pb2.RetrieveResponse]  # type: ignore[assignment]
     """Retrieve searches the indexed documents without generating an answer."""
+    ResumeStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ResumeStreamRequest, _agent_pb2.AskStreamResponse]  # type: ignore[assignment]
+    """ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+    the run's events whose `sequence` is greater than `after_sequence`, then follows the
+    live ones, and ends as the run's own stream ends (its final `completed` message, then
+    the same status). Any replica sharing the session database can serve it. A run that is
+    unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+    principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+    recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+    """
+    CancelRun: _aio.UnaryUnaryMultiCallable[_agent_pb2.CancelRunRequest, _agent_pb2.CancelRunResponse]  # type: ignore[assignment]
+    """CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+    recorded so, with the answer produced so far), and returns once the run has ended. A
+    run that had already ended is left as it was; the response says how it ended.
+    """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     """AgentService answers questions about the indexed documents.
@@ -108,5 +136,31 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_agent_pb2.RetrieveResponse, _abc.Awaitable[_agent_pb2.RetrieveResponse]]:
         """Retrieve searches the indexed documents without generating an answer."""
+
+    @_abc_1.abstractmethod
+    def ResumeStream(
+        self,
+        request: _agent_pb2.ResumeStreamRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_agent_pb2.AskStreamResponse], _abc.AsyncIterator[_agent_pb2.AskStreamResponse]]:
+        """ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+        the run's events whose `sequence` is greater than `after_sequence`, then follows the
+        live ones, and ends as the run's own stream ends (its final `completed` message, then
+        the same status). Any replica sharing the session database can serve it. A run that is
+        unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+        principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+        recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelRun(
+        self,
+        request: _agent_pb2.CancelRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.CancelRunResponse, _abc.Awaitable[_agent_pb2.CancelRunResponse]]:
+        """CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+        recorded so, with the answer produced so far), and returns once the run has ended. A
+        run that had already ended is left as it was; the response says how it ended.
+        """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragagent/v1/agent.proto.
  */
 export const file_ragagent_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYWdhZ2VudC92MS9hZ2VudC5wcm90bxILcmFnYWdlbnQudjEi7wUKD1F1ZXN0aW9uUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgKKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESHwoKc2Vzc2lvbl9pZBgEIAEoCUILukgIcgOwAQHYAQESKQoLdGVtcGVyYXR1cmUYBSABKAJCD7pIDAoKHQAAAEAtAAAAAEgCiAEBEisKB2ZpbHRlcnMYBiABKAsyGi5yYWdhZ2VudC52MS5TZWFyY2hGaWx0ZXJzEmgKCG1ldGFkYXRhGAcgAygLMioucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnlCKrpIJ5oBJBAQIhlyFxABGEAyEV5bQS1aYS16MC05Xy4tXSskKgVyAxiAAhIfCgpyZXF1ZXN0X2lkGAggASgJQgu6SAhyA7ABAdgBARIXCgVtb2RlbBgJIAEoCUIIukgFcgMYgAISIwoKbWF4X3Rva2VucxgKIAEoBUIKukgHGgUYgEAoAUgDiAEBEh4KDGluc3RydWN0aW9ucxgLIAEoCUIIukgFcgMY0A8aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg4KDF9tYXhfcmVzdWx0c0IXChVfY29uZmlkZW5jZV90aHJlc2hvbGRCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zItwECg1BZ2VudFJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZhbnN3ZXIYAyABKAkSKAoHc291cmNlcxgEIAMoCzIXLnJhZ2FnZW50LnYxLlNvdXJjZUluZm8SEgoKY29uZmlkZW5jZRgFIAEoAhItCgp0b29sX2NhbGxzGAYgAygLMhkucmFnYWdlbnQudjEuVG9vbENhbGxJbmZvEisKBnN0YXR1cxgHIAEoDjIbLnJhZ2FnZW50LnYxLlJlc3BvbnNlU3RhdHVzEhUKDWZpbmlzaF9yZWFzb24YCCABKAkSIQoFdXNhZ2UYCSABKAsyEi5yYWdhZ2VudC52MS5Vc2FnZRIlCgd0aW1pbmdzGAogASgLMhQucmFnYWdlbnQudjEuVGltaW5ncxINCgVtb2RlbBgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgthbnN3ZXJfbW9kZRgNIAEoDjIXLnJhZ2FnZW50LnYxLkFuc3dlck1vZGUSEAoIc3RyYXRlZ3kYDiABKAkSKQoJZ3JvdW5kaW5nGA8gASgLMhYucmFnYWdlbnQudjEuR3JvdW5kaW5nEg8KB3R1cm5faWQYECABKAkSGAoQbm9fYW5zd2VyX3JlYXNvbhgRIAEoCRIZChFkb3duZ3JhZGVkX3JlYXNvbhgSIAEoCRIoCgljaXRhdGlvbnMYEyADKAsyFS5yYWdhZ2VudC52MS5DaXRhdGlvbiK/AwoRQXNrU3RyZWFtUmVzcG9uc2USEAoIc2VxdWVuY2UYASABKAQSLgoLcnVuX3N0YXJ0ZWQYAiABKAsyFy5yYWdhZ2VudC52MS5SdW5TdGFydGVkSAASNgoRdG9vbF9jYWxsX3N0YXJ0ZWQYAyABKAsyGS5yYWdhZ2VudC52MS5Ub29sQ2FsbEluZm9IABIyCg1zb3VyY2VzX2ZvdW5kGAQgASgLMhkucmFnYWdlbnQudjEuU291cmNlc0ZvdW5kSAASOAoTdG9vbF9jYWxsX2NvbXBsZXRlZBgFIAEoCzIZLnJhZ2FnZW50LnYxLlRvb2xDYWxsSW5mb0gAEjAKDGFuc3dlcl9kZWx0YRgGIAEoCzIYLnJhZ2FnZW50LnYxLkFuc3dlckRlbHRhSAASKwoJaGVhcnRiZWF0GAcgASgLMhYucmFnYWdlbnQudjEuSGVhcnRiZWF0SAASLwoJY29tcGxldGVkGAggASgLMhoucmFnYWdlbnQudjEuQWdlbnRSZXNwb25zZUgAEikKCGNpdGF0aW9uGAkgASgLMhUucmFnYWdlbnQudjEuQ2l0YXRpb25IAEIHCgVldmVudCJkCgpSdW5TdGFydGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJOCgxTb3VyY2VzRm91bmQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEigKB3NvdXJjZXMYAiADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvIhsKC0Fuc3dlckRlbHRhEgwKBHRleHQYASABKAkiRgoJSGVhcnRiZWF0EioKB2VsYXBzZWQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFcGhhc2UYAiABKAki6gIKD1JldHJpZXZlUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgUKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESKwoHZmlsdGVycxgEIAEoCzIaLnJhZ2FnZW50LnYxLlNlYXJjaEZpbHRlcnNCDgoMX21heF9yZXN1bHRzQhcKFV9jb25maWRlbmNlX3RocmVzaG9sZCJ+ChBSZXRyaWV2ZVJlc3BvbnNlEigKB3NvdXJjZXMYASADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvEicKBHRvb2sYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPZW1iZWRkaW5nX21vZGVsGAMgASgJKsQBCg5SZXNwb25zZVN0YXR1cxIfChtSRVNQT05TRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNQT05TRV9TVEFUVVNfU1VDQ0VTUxABEh0KGVJFU1BPTlNFX1NUQVRVU19OT19BTlNXRVIQAhIZChVSRVNQT05TRV9TVEFUVVNfRVJST1IQAxIbChdSRVNQT05TRV9TVEFUVVNfVElNRU9VVBAEEh0KGVJFU1BPTlNFX1NUQVRVU19DQU5DRUxMRUQQBSphCgpBbnN3ZXJNb2RlEhsKF0FOU1dFUl9NT0RFX1VOU1BFQ0lGSUVEEAASGgoWQU5TV0VSX01PREVfR0VORVJBVElWRRABEhoKFkFOU1dFUl9NT0RFX0VYVFJBQ1RJVkUQAjLlAQoMQWdlbnRTZXJ2aWNlEj8KA0FzaxIcLnJhZ2FnZW50LnYxLlF1ZXN0aW9uUmVxdWVzdBoaLnJhZ2FnZW50LnYxLkFnZW50UmVzcG9uc2USSwoJQXNrU3RyZWFtEhwucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Gh4ucmFnYWdlbnQudjEuQXNrU3RyZWFtUmVzcG9uc2UwARJHCghSZXRyaWV2ZRIcLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVxdWVzdBodLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVzcG9uc2VCWwoPZGV2LnJhZ2FnZW50LnYxQgpBZ2VudFByb3RvUAFaOmdpdGh1Yi5jb20vcmFnYWdlbnQvcmFnYWdlbnQvZ2VuL2dvL3JhZ2FnZW50L3YxO3JhZ2FnZW50djFiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_ragagent_v1_types]);
+  fileDesc("ChdyYWdhZ2VudC92MS9hZ2VudC5wcm90bxILcmFnYWdlbnQudjEigwYKD1F1ZXN0aW9uUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgKKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESHwoKc2Vzc2lvbl9pZBgEIAEoCUILukgIcgOwAQHYAQESKQoLdGVtcGVyYXR1cmUYBSABKAJCD7pIDAoKHQAAAEAtAAAAAEgCiAEBEisKB2ZpbHRlcnMYBiABKAsyGi5yYWdhZ2VudC52MS5TZWFyY2hGaWx0ZXJzEmgKCG1ldGFkYXRhGAcgAygLMioucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnlCKrpIJ5oBJBAQIhlyFxABGEAyEV5bQS1aYS16MC05Xy4tXSskKgVyAxiAAhIfCgpyZXF1ZXN0X2lkGAggASgJQgu6SAhyA7ABAdgBARIXCgVtb2RlbBgJIAEoCUIIukgFcgMYgAISIwoKbWF4X3Rva2VucxgKIAEoBUIKukgHGgUYgEAoAUgDiAEBEh4KDGluc3RydWN0aW9ucxgLIAEoCUIIukgFcgMY0A8SEgoKYmFja2dyb3VuZBgMIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCDgoMX21heF9yZXN1bHRzQhcKFV9jb25maWRlbmNlX3RocmVzaG9sZEIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMiSAoTUmVzdW1lU3RyZWFtUmVxdWVzdBIZCgZydW5faWQYASABKAlCCbpIBnIEEAEYQBIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoBCItChBDYW5jZWxSdW5SZXF1ZXN0EhkKBnJ1bl9pZBgBIAEoCUIJukgGcgQQARhAIlAKEUNhbmNlbFJ1blJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRIrCgZzdGF0dXMYAiABKA4yGy5yYWdhZ2VudC52MS5SZXNwb25zZVN0YXR1cyLsBAoNQWdlbnRSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDgoGYW5zd2VyGAMgASgJEigKB3NvdXJjZXMYBCADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvEhIKCmNvbmZpZGVuY2UYBSABKAISLQoKdG9vbF9jYWxscxgGIAMoCzIZLnJhZ2FnZW50LnYxLlRvb2xDYWxsSW5mbxIrCgZzdGF0dXMYByABKA4yGy5yYWdhZ2VudC52MS5SZXNwb25zZVN0YXR1cxIVCg1maW5pc2hfcmVhc29uGAggASgJEiEKBXVzYWdlGAkgASgLMhIucmFnYWdlbnQudjEuVXNhZ2USJQoHdGltaW5ncxgKIAEoCzIULnJhZ2FnZW50LnYxLlRpbWluZ3MSDQoFbW9kZWwYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoLYW5zd2VyX21vZGUYDSABKA4yFy5yYWdhZ2VudC52MS5BbnN3ZXJNb2RlEhAKCHN0cmF0ZWd5GA4gASgJEikKCWdyb3VuZGluZxgPIAEoCzIWLnJhZ2FnZW50LnYxLkdyb3VuZGluZxIPCgd0dXJuX2lkGBAgASgJEhgKEG5vX2Fuc3dlcl9yZWFzb24YESABKAkSGQoRZG93bmdyYWRlZF9yZWFzb24YEiABKAkSKAoJY2l0YXRpb25zGBMgAygLMhUucmFnYWdlbnQudjEuQ2l0YXRpb24SDgoGcnVuX2lkGBQgASgJIr8DChFBc2tTdHJlYW1SZXNwb25zZRIQCghzZXF1ZW5jZRgBIAEoBBIuCgtydW5fc3RhcnRlZBgCIAEoCzIXLnJhZ2FnZW50LnYxLlJ1blN0YXJ0ZWRIABI2ChF0b29sX2NhbGxfc3RhcnRlZBgDIAEoCzIZLnJhZ2FnZW50LnYxLlRvb2xDYWxsSW5mb0gAEjIKDXNvdXJjZXNfZm91bmQYBCABKAsyGS5yYWdhZ2VudC52MS5Tb3VyY2VzRm91bmRIABI4ChN0b29sX2NhbGxfY29tcGxldGVkGAUgASgLMhkucmFnYWdlbnQudjEuVG9vbENhbGxJbmZvSAASMAoMYW5zd2VyX2RlbHRhGAYgASgLMhgucmFnYWdlbnQudjEuQW5zd2VyRGVsdGFIABIrCgloZWFydGJlYXQYByABKAsyFi5yYWdhZ2VudC52MS5IZWFydGJlYXRIABIvCgljb21wbGV0ZWQYCCABKAsyGi5yYWdhZ2VudC52MS5BZ2VudFJlc3BvbnNlSAASKQoIY2l0YXRpb24YCSABKAsyFS5yYWdhZ2VudC52MS5DaXRhdGlvbkgAQgcKBWV2ZW50InQKClJ1blN0YXJ0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgEIAEoCSJOCgxTb3VyY2VzRm91bmQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEigKB3NvdXJjZXMYAiADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvIhsKC0Fuc3dlckRlbHRhEgwKBHRleHQYASABKAkiRgoJSGVhcnRiZWF0EioKB2VsYXBzZWQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFcGhhc2UYAiABKAki6gIKD1JldHJpZXZlUmVxdWVzdBKnAQoFcXVlcnkYASABKAlClwG6SJMBcgUQARjoB7oBiAEKEHN0cmluZy5ub3RfYmxhbmsSNnZhbHVlIG11c3QgY29udGFpbiBhIGNoYXJhY3RlciB0aGF0IGlzIG5vdCB3aGl0ZSBzcGFjZRo8dGhpcy5tYXRjaGVzKCdbXlxcc1xccHtafVxceHswQn1cXHh7ODV9XFx4e0ZFRkZ9XFx4ezIwMEJ9XScpEiMKC21heF9yZXN1bHRzGAIgASgFQgm6SAYaBBgUKAFIAIgBARIyChRjb25maWRlbmNlX3RocmVzaG9sZBgDIAEoAkIPukgMCgodAACAPy0AAAAASAGIAQESKwoHZmlsdGVycxgEIAEoCzIaLnJhZ2FnZW50LnYxLlNlYXJjaEZpbHRlcnNCDgoMX21heF9yZXN1bHRzQhcKFV9jb25maWRlbmNlX3RocmVzaG9sZCJ+ChBSZXRyaWV2ZVJlc3BvbnNlEigKB3NvdXJjZXMYASADKAsyFy5yYWdhZ2VudC52MS5Tb3VyY2VJbmZvEicKBHRvb2sYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPZW1iZWRkaW5nX21vZGVsGAMgASgJKsQBCg5SZXNwb25zZVN0YXR1cxIfChtSRVNQT05TRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdSRVNQT05TRV9TVEFUVVNfU1VDQ0VTUxABEh0KGVJFU1BPTlNFX1NUQVRVU19OT19BTlNXRVIQAhIZChVSRVNQT05TRV9TVEFUVVNfRVJST1IQAxIbChdSRVNQT05TRV9TVEFUVVNfVElNRU9VVBAEEh0KGVJFU1BPTlNFX1NUQVRVU19DQU5DRUxMRUQQBSphCgpBbnN3ZXJNb2RlEhsKF0FOU1dFUl9NT0RFX1VOU1BFQ0lGSUVEEAASGgoWQU5TV0VSX01PREVfR0VORVJBVElWRRABEhoKFkFOU1dFUl9NT0RFX0VYVFJBQ1RJVkUQAjKFAwoMQWdlbnRTZXJ2aWNlEj8KA0FzaxIcLnJhZ2FnZW50LnYxLlF1ZXN0aW9uUmVxdWVzdBoaLnJhZ2FnZW50LnYxLkFnZW50UmVzcG9uc2USSwoJQXNrU3RyZWFtEhwucmFnYWdlbnQudjEuUXVlc3Rpb25SZXF1ZXN0Gh4ucmFnYWdlbnQudjEuQXNrU3RyZWFtUmVzcG9uc2UwARJHCghSZXRyaWV2ZRIcLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVxdWVzdBodLnJhZ2FnZW50LnYxLlJldHJpZXZlUmVzcG9uc2USUgoMUmVzdW1lU3RyZWFtEiAucmFnYWdlbnQudjEuUmVzdW1lU3RyZWFtUmVxdWVzdBoeLnJhZ2FnZW50LnYxLkFza1N0cmVhbVJlc3BvbnNlMAESSgoJQ2FuY2VsUnVuEh0ucmFnYWdlbnQudjEuQ2FuY2VsUnVuUmVxdWVzdBoeLnJhZ2FnZW50LnYxLkNhbmNlbFJ1blJlc3BvbnNlQlsKD2Rldi5yYWdhZ2VudC52MUIKQWdlbnRQcm90b1ABWjpnaXRodWIuY29tL3JhZ2FnZW50L3JhZ2FnZW50L2dlbi9nby9yYWdhZ2VudC92MTtyYWdhZ2VudHYxYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_duration, file_google_protobuf_timestamp, file_ragagent_v1_types]);
 
 /**
  * QuestionRequest asks the agent one question, optionally within a conversation.
@@ -117,6 +117,18 @@ export type QuestionRequest = Message<"ragagent.v1.QuestionRequest"> & {
    * @generated from field: string instructions = 11;
    */
   instructions: string;
+
+  /**
+   * Run in the background: the run goes on when the caller disconnects, its events are
+   * kept (`RAGAGENT_RUN_RETENTION` after it ends), and `run_started.run_id` names it for
+   * ResumeStream and CancelRun (Ask returns it in `AgentResponse.run_id`). The call itself
+   * answers as without it. The call's deadline
+   * still bounds the run. Needs a server that records content
+   * (FAILED_PRECONDITION otherwise). False: the run is cancelled when the caller goes away.
+   *
+   * @generated from field: bool background = 12;
+   */
+  background: boolean;
 };
 
 /**
@@ -125,6 +137,83 @@ export type QuestionRequest = Message<"ragagent.v1.QuestionRequest"> & {
  */
 export const QuestionRequestSchema: GenMessage<QuestionRequest> = /*@__PURE__*/
   messageDesc(file_ragagent_v1_agent, 0);
+
+/**
+ * ResumeStreamRequest re-attaches to a background run.
+ *
+ * @generated from message ragagent.v1.ResumeStreamRequest
+ */
+export type ResumeStreamRequest = Message<"ragagent.v1.ResumeStreamRequest"> & {
+  /**
+   * The run, as `RunStarted.run_id` named it.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The last event the caller has (its `sequence`); 0 for all of them.
+   *
+   * @generated from field: uint64 after_sequence = 2;
+   */
+  afterSequence: bigint;
+};
+
+/**
+ * Describes the message ragagent.v1.ResumeStreamRequest.
+ * Use `create(ResumeStreamRequestSchema)` to create a new message.
+ */
+export const ResumeStreamRequestSchema: GenMessage<ResumeStreamRequest> = /*@__PURE__*/
+  messageDesc(file_ragagent_v1_agent, 1);
+
+/**
+ * CancelRunRequest stops a background run.
+ *
+ * @generated from message ragagent.v1.CancelRunRequest
+ */
+export type CancelRunRequest = Message<"ragagent.v1.CancelRunRequest"> & {
+  /**
+   * The run, as `RunStarted.run_id` named it.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message ragagent.v1.CancelRunRequest.
+ * Use `create(CancelRunRequestSchema)` to create a new message.
+ */
+export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
+  messageDesc(file_ragagent_v1_agent, 2);
+
+/**
+ * CancelRunResponse says how the run ended.
+ *
+ * @generated from message ragagent.v1.CancelRunResponse
+ */
+export type CancelRunResponse = Message<"ragagent.v1.CancelRunResponse"> & {
+  /**
+   * The run.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Its final status: CANCELLED, or how it had ended before the cancel reached it.
+   *
+   * @generated from field: ragagent.v1.ResponseStatus status = 2;
+   */
+  status: ResponseStatus;
+};
+
+/**
+ * Describes the message ragagent.v1.CancelRunResponse.
+ * Use `create(CancelRunResponseSchema)` to create a new message.
+ */
+export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
+  messageDesc(file_ragagent_v1_agent, 3);
 
 /**
  * AgentResponse is the complete result of one run.
@@ -285,6 +374,14 @@ export type AgentResponse = Message<"ragagent.v1.AgentResponse"> & {
    * @generated from field: repeated ragagent.v1.Citation citations = 19;
    */
   citations: Citation[];
+
+  /**
+   * Id of the background run that produced this answer (`QuestionRequest.background`);
+   * empty otherwise. Ask returns it here, AskStream also in `run_started`.
+   *
+   * @generated from field: string run_id = 20;
+   */
+  runId: string;
 };
 
 /**
@@ -292,7 +389,7 @@ export type AgentResponse = Message<"ragagent.v1.AgentResponse"> & {
  * Use `create(AgentResponseSchema)` to create a new message.
  */
 export const AgentResponseSchema: GenMessage<AgentResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 1);
+  messageDesc(file_ragagent_v1_agent, 4);
 
 /**
  * AskStreamResponse is one event of a streamed run.
@@ -407,7 +504,7 @@ export type AskStreamResponse = Message<"ragagent.v1.AskStreamResponse"> & {
  * Use `create(AskStreamResponseSchema)` to create a new message.
  */
 export const AskStreamResponseSchema: GenMessage<AskStreamResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 2);
+  messageDesc(file_ragagent_v1_agent, 5);
 
 /**
  * RunStarted opens a stream.
@@ -435,6 +532,14 @@ export type RunStarted = Message<"ragagent.v1.RunStarted"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 3;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * Id of the background run (set only when `QuestionRequest.background` was true): an
+   * unguessable name for ResumeStream and CancelRun, valid for its owner only.
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
 };
 
 /**
@@ -442,7 +547,7 @@ export type RunStarted = Message<"ragagent.v1.RunStarted"> & {
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema: GenMessage<RunStarted> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 3);
+  messageDesc(file_ragagent_v1_agent, 6);
 
 /**
  * SourcesFound lists what one retrieval returned.
@@ -471,7 +576,7 @@ export type SourcesFound = Message<"ragagent.v1.SourcesFound"> & {
  * Use `create(SourcesFoundSchema)` to create a new message.
  */
 export const SourcesFoundSchema: GenMessage<SourcesFound> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 4);
+  messageDesc(file_ragagent_v1_agent, 7);
 
 /**
  * AnswerDelta is a piece of the answer text.
@@ -492,7 +597,7 @@ export type AnswerDelta = Message<"ragagent.v1.AnswerDelta"> & {
  * Use `create(AnswerDeltaSchema)` to create a new message.
  */
 export const AnswerDeltaSchema: GenMessage<AnswerDelta> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 5);
+  messageDesc(file_ragagent_v1_agent, 8);
 
 /**
  * Heartbeat keeps a quiet stream alive and says what the server is waiting on.
@@ -520,7 +625,7 @@ export type Heartbeat = Message<"ragagent.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 6);
+  messageDesc(file_ragagent_v1_agent, 9);
 
 /**
  * RetrieveRequest searches the corpus without generating an answer.
@@ -563,7 +668,7 @@ export type RetrieveRequest = Message<"ragagent.v1.RetrieveRequest"> & {
  * Use `create(RetrieveRequestSchema)` to create a new message.
  */
 export const RetrieveRequestSchema: GenMessage<RetrieveRequest> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 7);
+  messageDesc(file_ragagent_v1_agent, 10);
 
 /**
  * RetrieveResponse holds the ranked sources.
@@ -599,7 +704,7 @@ export type RetrieveResponse = Message<"ragagent.v1.RetrieveResponse"> & {
  * Use `create(RetrieveResponseSchema)` to create a new message.
  */
 export const RetrieveResponseSchema: GenMessage<RetrieveResponse> = /*@__PURE__*/
-  messageDesc(file_ragagent_v1_agent, 8);
+  messageDesc(file_ragagent_v1_agent, 11);
 
 /**
  * ResponseStatus says how a run ended.
@@ -742,6 +847,34 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof RetrieveRequestSchema;
     output: typeof RetrieveResponseSchema;
+  },
+  /**
+   * ResumeStream re-attaches to a background run (`QuestionRequest.background`): it sends
+   * the run's events whose `sequence` is greater than `after_sequence`, then follows the
+   * live ones, and ends as the run's own stream ends (its final `completed` message, then
+   * the same status). Any replica sharing the session database can serve it. A run that is
+   * unknown, whose events are no longer kept (`RAGAGENT_RUN_RETENTION`), or that another
+   * principal started gets NOT_FOUND. A run whose replica stopped without ending it is
+   * recorded as ERROR, and a resume ends with ABORTED (reason RUN_LOST) saying so.
+   *
+   * @generated from rpc ragagent.v1.AgentService.ResumeStream
+   */
+  resumeStream: {
+    methodKind: "server_streaming";
+    input: typeof ResumeStreamRequestSchema;
+    output: typeof AskStreamResponseSchema;
+  },
+  /**
+   * CancelRun stops a background run, which then ends with status CANCELLED (its turn is
+   * recorded so, with the answer produced so far), and returns once the run has ended. A
+   * run that had already ended is left as it was; the response says how it ended.
+   *
+   * @generated from rpc ragagent.v1.AgentService.CancelRun
+   */
+  cancelRun: {
+    methodKind: "unary";
+    input: typeof CancelRunRequestSchema;
+    output: typeof CancelRunResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragagent_v1_agent, 0);

@@ -1,0 +1,214 @@
+"""Background runs over a real grpc.aio server: a run that outlives its call, resumed from a
+sequence number, cancelled, refused to anyone but its owner, and found lost when its replica
+stopped renewing it. (Across processes and replicas: tests/fleet/test_background_runs.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
+from sqlalchemy import update
+
+from service.sessions import schema
+from service.sessions.records import utc_now
+from tests.fakes.openai_script import ChatReply
+from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import make_chunk, running_server
+
+ALICE = (("x-user-id", "alice"),)
+BOB = (("x-user-id", "bob"),)
+DOCS = [
+    make_chunk("m1/urdf.md", "URDF is an XML format. It lists the links and joints of a robot."),
+]
+ANSWER = "URDF is an XML format that lists the links and joints of a robot [1]."
+
+
+def _options(fake_llm: FakeOpenAI) -> dict[str, object]:
+    return {"llm_base_url": fake_llm.base_url, "agent_strategy": "retrieve_first"}
+
+
+def _slow(text: str = ANSWER) -> ChatReply:
+    # Eight pieces a quarter second apart: time for the caller to leave mid-answer.
+    return ChatReply.text(text, pieces=8, delta_interval=0.25)
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert isinstance(status, status_pb2.Status)
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason
+    return ""
+
+
+async def _start(
+    stub: agent_pb2_grpc.AgentServiceStub, leave_after: int
+) -> list[agent_pb2.AskStreamResponse]:
+    """Starts a background run and leaves (cancels its call) after ``leave_after`` messages."""
+    call = stub.AskStream(
+        agent_pb2.QuestionRequest(query="What does URDF list?", background=True),
+        metadata=ALICE,
+        timeout=60,
+    )
+    seen: list[agent_pb2.AskStreamResponse] = []
+    async for message in call:
+        seen.append(message)
+        if len(seen) == leave_after:
+            call.cancel()
+            break
+    return seen
+
+
+async def _resume(
+    stub: agent_pb2_grpc.AgentServiceStub,
+    run_id: str,
+    after: int,
+    metadata: tuple[tuple[str, str], ...] = ALICE,
+) -> list[agent_pb2.AskStreamResponse]:
+    call = stub.ResumeStream(
+        agent_pb2.ResumeStreamRequest(run_id=run_id, after_sequence=after),
+        metadata=metadata,
+        timeout=60,
+    )
+    return [message async for message in call]
+
+
+async def test_a_run_goes_on_after_its_caller_leaves_and_resumes_after_a_sequence(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(_slow())
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        seen = await _start(stub, leave_after=3)
+        run_id = seen[0].run_started.run_id
+        assert run_id.startswith("run_")
+        assert len(run_id) >= 32
+        rest = await _resume(stub, run_id, after=len(seen))
+        assert [m.sequence for m in seen + rest] == list(range(1, len(seen) + len(rest) + 1))
+        final = rest[-1].completed
+        assert final.status == agent_pb2.RESPONSE_STATUS_SUCCESS
+        deltas = "".join(m.answer_delta.text for m in seen + rest if m.HasField("answer_delta"))
+        assert deltas == final.answer == ANSWER
+        # The whole run again, from the start, once it has ended (read from the database).
+        again = await _resume(stub, run_id, after=0)
+        assert again == seen + rest
+        # The turn was recorded as the run ended, though nobody was connected.
+        sessions = session_pb2_grpc.SessionServiceStub(server.channel)
+        session = await sessions.GetSession(
+            session_pb2.GetSessionRequest(session_id=final.session_id), metadata=ALICE
+        )
+        assert session.session.turns[-1].answer == ANSWER
+
+
+async def test_another_principal_cannot_resume_or_cancel_a_run(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(_slow())
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        run_id = (await _start(stub, leave_after=1))[0].run_started.run_id
+        for call in (
+            _resume(stub, run_id, 0, BOB),
+            stub.CancelRun(agent_pb2.CancelRunRequest(run_id=run_id), metadata=BOB),
+            _resume(stub, "run_" + "x" * 32, 0),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call
+            assert refused.value.code() is grpc.StatusCode.NOT_FOUND
+            assert _reason(refused.value) == "RUN_NOT_FOUND"
+        # Bob's attempts did not touch it: Alice's run still ends as it should.
+        rest = await _resume(stub, run_id, after=1)
+        assert rest[-1].completed.status == agent_pb2.RESPONSE_STATUS_SUCCESS
+
+
+async def test_cancel_run_ends_it_cancelled_with_what_it_had_and_records_the_turn(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(ChatReply.text(ANSWER, pieces=20, delta_interval=0.5))
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        seen = await _start(stub, leave_after=1)
+        run_id = seen[0].run_started.run_id
+        await asyncio.sleep(0)  # the run goes on without its caller
+        response = await stub.CancelRun(agent_pb2.CancelRunRequest(run_id=run_id), metadata=ALICE)
+        assert response.status == agent_pb2.RESPONSE_STATUS_CANCELLED
+        call = stub.ResumeStream(
+            agent_pb2.ResumeStreamRequest(run_id=run_id), metadata=ALICE, timeout=30
+        )
+        replayed: list[agent_pb2.AskStreamResponse] = []
+
+        async def read_all() -> None:
+            async for message in call:
+                replayed.append(message)
+
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await read_all()
+        assert ended.value.code() is grpc.StatusCode.CANCELLED
+        assert _reason(ended.value) == "RUN_CANCELLED"
+        final = replayed[-1].completed
+        assert final.status == agent_pb2.RESPONSE_STATUS_CANCELLED
+        assert [m.sequence for m in replayed] == list(range(1, len(replayed) + 1))
+        sessions = session_pb2_grpc.SessionServiceStub(server.channel)
+        session = await sessions.GetSession(
+            session_pb2.GetSessionRequest(session_id=final.session_id), metadata=ALICE
+        )
+        assert session.session.turns[-1].status == session_pb2.RUN_STATUS_CANCELLED
+        # Cancelling an ended run leaves it as it ended.
+        again = await stub.CancelRun(agent_pb2.CancelRunRequest(run_id=run_id), metadata=ALICE)
+        assert again.status == agent_pb2.RESPONSE_STATUS_CANCELLED
+
+
+async def test_ask_in_the_background_names_its_run_in_the_response(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(ChatReply.text(ANSWER))
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        response = await stub.Ask(
+            agent_pb2.QuestionRequest(query="What does URDF list?", background=True),
+            metadata=ALICE,
+            timeout=30,
+        )
+        assert response.answer == ANSWER
+        assert response.run_id.startswith("run_")
+        replayed = await _resume(stub, response.run_id, after=0)
+        assert replayed[-1].completed == response
+
+
+async def test_a_run_its_replica_stopped_renewing_is_recorded_lost_and_a_resume_says_so(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    async with running_server(tmp_path, **_options(fake_llm), turn_lease=3.0) as server:
+        sessions = server.runtime.sessions
+        assert sessions is not None
+        # What a replica that died leaves behind: a running run, last renewed a lease ago.
+        await sessions.runs.create("run_lost_by_a_dead_replica", owner="anon:alice", session_id="s")
+        renewed = utc_now() - sessions.runs.lease - timedelta(seconds=1)
+        async with sessions.engine.begin() as connection:
+            await connection.execute(update(schema.runs).values(renewed_at=renewed))
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        with pytest.raises(grpc.aio.AioRpcError) as lost:
+            await _resume(stub, "run_lost_by_a_dead_replica", after=0)
+        assert lost.value.code() is grpc.StatusCode.ABORTED
+        assert _reason(lost.value) == "RUN_LOST"
+        assert "stopped before the answer was complete" in (lost.value.details() or "")
+        stored = await sessions.runs.get("run_lost_by_a_dead_replica", "anon:alice")
+        assert stored.status == "error"
+
+
+async def test_background_runs_need_a_server_that_records_content(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    async with running_server(tmp_path, **_options(fake_llm), record_content=False) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await _start(stub, leave_after=1)
+        assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "RAGAGENT_RECORD_CONTENT" in (refused.value.details() or "")
