@@ -62,6 +62,8 @@ class LiveRun:
     error: BaseException | None = None
     stored: int = 0  # how many of ``messages`` are in the database
     stop_reason: str = ""  # why the run was stopped, when it was
+    ending: bool = False  # its stream is over: its end is being written, nothing stops it
+    closing: asyncio.Event = field(default_factory=asyncio.Event)  # the writer's last round
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def publish(self, message: agent_pb2.AskStreamResponse) -> None:
@@ -161,18 +163,21 @@ class BackgroundRuns:
             await asyncio.wait(list(self._tasks.values()))
 
     async def close(self, wait_s: float) -> None:
-        """Stops the runs still going and waits up to ``wait_s`` for their ends to be
-        written (the server stops the agent's runs first, so most have ended already)."""
-        for run in list(self._live.values()):
-            self._stop(run, CANCELLED_BY_SHUTDOWN)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks.values()), timeout=wait_s)
+        """Waits up to ``wait_s`` for the runs still going to end (the server has stopped
+        the agent's runs, which then send their final message), then stops the rest and
+        waits as long again for their ends to be written."""
+        for stop in (False, True):
+            if stop:
+                for run in list(self._live.values()):
+                    self._stop(run, CANCELLED_BY_SHUTDOWN)
+            if self._tasks:
+                await asyncio.wait(list(self._tasks.values()), timeout=wait_s)
 
     # --- internals -----------------------------------------------------------------
 
     def _stop(self, run: LiveRun, why: str) -> None:
         task = self._tasks.get(run.run_id)
-        if task is not None and not task.done():
+        if task is not None and not task.done() and not run.ending:
             run.stop_reason = run.stop_reason or why
             task.cancel()
 
@@ -196,12 +201,14 @@ class BackgroundRuns:
         except Exception as failure:  # noqa: BLE001 (the stream's end, replayed to followers)
             error = failure
         finally:
+            run.ending = True
             await stream.aclose()
         try:
             if writer is not None:
-                writer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await writer
+                # Not cancelled: a write it has begun commits anyway, and its events must
+                # not be written twice. It ends after its current round.
+                run.closing.set()
+                await writer
                 await self._end(run, error)
         except Exception as failure:  # noqa: BLE001 (a resume will find the run lost)
             log.warning(
@@ -216,8 +223,12 @@ class BackgroundRuns:
         of it, and stops the run when a cancel was asked for it on another replica."""
         renew_every = self._log.lease.total_seconds() / 3
         idle = 0.0
-        while True:
-            await asyncio.sleep(self._flush_s)
+        while not run.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._flush_s):
+                    await run.closing.wait()
+            if run.closing.is_set():
+                return  # the run's end writes what is left
             idle += self._flush_s
             if run.stored == len(run.messages) and idle < renew_every:
                 continue

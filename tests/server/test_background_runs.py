@@ -212,3 +212,18 @@ async def test_background_runs_need_a_server_that_records_content(
             await _start(stub, leave_after=1)
         assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert "RAGAGENT_RECORD_CONTENT" in (refused.value.details() or "")
+
+
+async def test_a_server_shutting_down_ends_its_background_runs_as_their_calls(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(ChatReply.text(ANSWER, pieces=40, delta_interval=0.5))
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        run_id = (await _start(stub, leave_after=2))[0].run_started.run_id
+        sessions = server.runtime.sessions
+        assert sessions is not None
+        await server.server.stop(grace=1.0)
+        stored = await sessions.runs.get(run_id, "anon:alice")
+    assert stored.status == "cancelled"
+    assert stored.end_code == "UNAVAILABLE:SHUTTING_DOWN"
