@@ -10,9 +10,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
+from ragagent.v1 import agent_connect, agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
 from sqlalchemy import update
 
 from service.sessions import schema
@@ -227,3 +229,39 @@ async def test_a_server_shutting_down_ends_its_background_runs_as_their_calls(
         stored = await sessions.runs.get(run_id, "anon:alice")
     assert stored.status == "cancelled"
     assert stored.end_code == "UNAVAILABLE:SHUTTING_DOWN"
+
+
+async def test_background_runs_over_connect_resume_and_cancel_as_over_grpc(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(_slow(), ChatReply.text(ANSWER, pieces=20, delta_interval=0.5))
+    async with running_server(
+        tmp_path, documents=DOCS, http_address="127.0.0.1:0", **_options(fake_llm)
+    ) as server:
+        url = f"http://127.0.0.1:{server.server.http_port}"
+        headers = {"x-user-id": "alice"}
+        async with agent_connect.AgentServiceClient(url) as agent:
+            question = agent_pb2.QuestionRequest(query="What does URDF list?", background=True)
+            seen = []
+            async for message in agent.ask_stream(question, headers=headers):
+                seen.append(message)
+                if len(seen) == 2:
+                    break  # the connection is closed: the run goes on
+            run_id = seen[0].run_started.run_id
+            resume = agent_pb2.ResumeStreamRequest(run_id=run_id, after_sequence=2)
+            rest = [m async for m in agent.resume_stream(resume, headers=headers)]
+            assert [m.sequence for m in seen + rest] == list(range(1, len(seen) + len(rest) + 1))
+            assert rest[-1].completed.status == agent_pb2.RESPONSE_STATUS_SUCCESS
+            # A second run, cancelled over Connect.
+            async for message in agent.ask_stream(question, headers=headers):
+                second = message.run_started.run_id
+                break
+            cancelled = await agent.cancel_run(
+                agent_pb2.CancelRunRequest(run_id=second), headers=headers
+            )
+            assert cancelled.status == agent_pb2.RESPONSE_STATUS_CANCELLED
+            with pytest.raises(ConnectError) as refused:
+                await agent.cancel_run(
+                    agent_pb2.CancelRunRequest(run_id=second), headers={"x-user-id": "bob"}
+                )
+            assert refused.value.code is Code.NOT_FOUND
