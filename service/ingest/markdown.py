@@ -112,8 +112,9 @@ def _plain(tokens: list[Token]) -> str:
 
 class _Builder:
     """Turns the block tokens of one body into ``sections``; ``h1`` is the first level-1
-    heading. Paragraph text is the source's own lines (list markers and all), cleaned of
-    inline MDX: what a reader of the page sees, and what the chunks show."""
+    heading. Paragraph text is the source's own lines (list markers, links and all), cleaned
+    of inline MDX by service.ingest.inline: chunks are shown as Markdown, and the library's
+    inline parser knows neither JSX nor expressions, so it is used for heading text only."""
 
     def __init__(self, lines: list[str]) -> None:
         self.sections: list[Section] = [Section((), 0)]

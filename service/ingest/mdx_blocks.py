@@ -57,6 +57,9 @@ def _budget(state: StateBlock, line: int, end: int, silent: bool) -> bool:
 
 
 def _too_deep(state: StateBlock, line: int, end: int, silent: bool) -> bool:
+    """The rest of a container nested close to ``maxNesting`` as one raw paragraph: at the
+    limit the library skips the remaining lines, and a page of 400 nested quotes has words
+    past it (before the next container opens two levels deeper, hence the margin)."""
     if silent or state.level < state.md.options.maxNesting - 3:
         return False
     state.push("paragraph_open", "p", 1).map = [line, end]
