@@ -30,6 +30,7 @@ from tests.bench import (
     bench_http,
     bench_ingest,
     bench_overhead,
+    bench_parse,
     bench_retrieve,
     bench_scale,
     bench_soak,
@@ -50,6 +51,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "access": lambda args: bench_access.main(full=args.full),
     "citations": lambda args: bench_citations.main(),
     "hostile": lambda args: bench_hostile.main(full=args.full),
+    "parse": lambda args: bench_parse.main(),
 }
 
 

@@ -355,6 +355,73 @@ def test_headings_give_the_section_structure() -> None:
     ]
 
 
+def test_heading_text_is_read_as_commonmark_inline() -> None:
+    # Underscores inside words are not emphasis (the book's "publisher_member_function.py"
+    # and "__init__" lost them to a hand-written emphasis pattern), escapes are literal.
+    doc = parse("""
+        ## Code (publisher_member_function.py) in `__init__`
+
+        One.
+
+        ## A \\*starred\\* *word* and ![a diagram](d.png)
+
+        Two.
+        """)
+    assert [s.path for s in doc.sections] == [
+        ("Code (publisher_member_function.py) in __init__",),
+        ("A *starred* word and a diagram",),
+    ]
+
+
+def test_setext_headings_open_sections() -> None:
+    doc = parse("Sensors\n=======\n\nLidar\n-----\n\nSpinning lasers.\n")
+    assert doc.title == "Sensors"
+    assert [(s.path, s.level) for s in doc.sections] == [(("Lidar",), 2)]
+
+
+def test_fences_inside_quotes_and_list_items_are_code() -> None:
+    doc = parse("""
+        > Run it:
+        > ```bash
+        > ros2 run demo talker
+        > ```
+
+        - Then:
+          ~~~python
+          print("ok")
+          ~~~
+        """)
+    assert [(b.kind, b.language, b.text) for b in blocks(doc)] == [
+        ("paragraph", "", "> Run it:"),
+        ("code", "bash", "ros2 run demo talker"),
+        ("paragraph", "", "- Then:"),
+        ("code", "python", 'print("ok")'),
+    ]
+
+
+def test_rows_without_a_delimiter_row_are_text_not_a_table() -> None:
+    # GFM needs the |---| row; without it the words stay, as a paragraph.
+    assert blocks(parse("| a | b |\n| c | d |\n")) == [Block("paragraph", "| a | b |\n| c | d |")]
+
+
+def test_nesting_deeper_than_the_library_goes_keeps_every_word() -> None:
+    quotes = "".join("> " * depth + f"quote{depth}\n\n" for depth in range(40))
+    items = "".join("  " * depth + f"- item{depth}\n" for depth in range(40))
+    text = all_text(parse(quotes + items))
+    assert all(f"quote{depth}" in text and f"item{depth}" in text for depth in range(40))
+
+
+def test_text_after_a_tag_that_closes_mid_line_continues_as_a_paragraph() -> None:
+    doc = parse("""
+        <Card
+          title="Grip">Hold tight
+        and steady.
+
+        Next.
+        """)
+    assert [b.text for b in blocks(doc)] == ["Grip", "Hold tight\nand steady.", "Next."]
+
+
 def test_sections_without_text_are_left_out() -> None:
     doc = parse("# T\n\n## Empty\n\n## Full\n\nText.\n")
     assert [s.path for s in doc.sections] == [("Full",)]
