@@ -1,7 +1,8 @@
 """The tables of the session database as of the latest schema version.
 
-Queries use these definitions; :mod:`service.sessions.migrations` builds the database up
-to them step by step (a test checks that a migrated database matches this file).
+Queries use these definitions; the revisions of :mod:`service.sessions.migrations` build
+the database up to them (a test checks, with Alembic's comparison, that a migrated database
+matches this file).
 """
 
 from __future__ import annotations
@@ -102,9 +103,9 @@ turns = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("completed_at", UTCDateTime(), nullable=True),
-    Column("error", Text, nullable=False, server_default=text("''")),  # since version 2
+    Column("error", Text, nullable=False, server_default=text("''")),
     # The request's metadata as a JSON object, sealed like the question; "" for none.
-    Column("labels", Text, nullable=False, server_default=text("''")),  # since version 4
+    Column("labels", Text, nullable=False, server_default=text("''")),
     UniqueConstraint("session_id", "seq", name="uq_turns_session_seq"),
     CheckConstraint(
         "status IN ('active', 'completed', 'error', 'timeout', 'cancelled')",
@@ -136,7 +137,7 @@ messages = Table(
     Column("role", String(16), nullable=False),
     Column("content", Text, nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
-    # The service cuts text to MAX_MESSAGE_CHARS before sealing it (since version 3).
+    # The service cuts text to MAX_MESSAGE_CHARS before sealing it (sealed text is longer).
     CheckConstraint("role IN ('user', 'assistant', 'system')", name="ck_messages_role"),
 )
 
@@ -162,7 +163,7 @@ tool_calls = Table(
     Column("started_at", UTCDateTime(), nullable=True),
     Column("duration_s", Float, nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
-    Index("ix_tool_calls_function_name", "function_name"),  # since version 2
+    Index("ix_tool_calls_function_name", "function_name"),
 )
 
 responses = Table(
@@ -203,7 +204,7 @@ runs = Table(
     Column("ended_at", UTCDateTime(), nullable=True),
     Column("last_sequence", Integer, nullable=False, server_default=text("0")),
     # How the run's stream ended: the gRPC status code's name ("" for OK) and its message.
-    Column("end_code", String(32), nullable=False, server_default=text("''")),
+    Column("end_code", String(64), nullable=False, server_default=text("''")),
     Column("end_message", Text, nullable=False, server_default=text("''")),
     Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
     CheckConstraint(

@@ -183,7 +183,7 @@ class SessionStore:
     async def start(self) -> None:
         """Migrates the schema; on SQLite (one process) fails the turns a crash left active."""
         await prepare(self._engine)
-        await migrate(self._engine, clock=self._clock)
+        await migrate(self._engine)
         await self._read(partial(reads.check_keys, content=self._content))
         if self._engine.dialect.name == "sqlite":
             abandon = jobs.AbandonTurns(self._clock(), _RESTARTED, None, self._content)

@@ -9,13 +9,12 @@ from pathlib import Path
 import grpc
 import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc, session_pb2, session_pb2_grpc
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from service.owners import owner_id
 from service.security.principal import Principal
 from service.sessions import schema
-from service.sessions.owner_migration import is_namespaced, namespace_session_owners
 from tests.helpers import BOOKLET, running_server
 from tests.security.support import Issuer, bearer, new_key
 
@@ -92,40 +91,9 @@ def test_owner_ids_by_method() -> None:
     assert Principal("", frozenset(), "none").owner == ""
     assert Principal("bob", frozenset(), "none", alias="key:bob").owner == "key:bob"
     assert owner_id("api-key", "x" * 500).startswith("key:sha256:")
-    assert is_namespaced("key:alice")
-    assert not is_namespaced("alice")
 
 
 async def _owners(engine: AsyncEngine) -> list[str]:
     async with engine.connect() as connection:
         rows = await connection.execute(select(schema.sessions.c.owner).distinct())
         return sorted(owner for (owner,) in rows.all())
-
-
-async def test_bare_owners_of_older_sessions_are_namespaced_once(tmp_path: Path) -> None:
-    async with running_server(tmp_path / "data", documents=BOOKLET) as srv:
-        channel = srv.channel
-        reply = await agent_pb2_grpc.AgentServiceStub(channel).Ask(
-            agent_pb2.QuestionRequest(query=QUESTION), metadata=(("x-user-id", "carol"),)
-        )
-        assert srv.runtime.sessions is not None
-        engine = srv.runtime.sessions.engine
-        async with engine.begin() as connection:  # as an older version wrote it
-            await connection.execute(update(schema.sessions).values(owner="carol"))
-        assert await _read_anon(channel, reply.session_id) == "NOT_FOUND"
-        assert await namespace_session_owners(engine, "none") == 1
-        assert await namespace_session_owners(engine, "none") == 0
-        assert await _read_anon(channel, reply.session_id) == "OK"
-    assert is_namespaced("anon:carol")
-
-
-async def _read_anon(channel: grpc.aio.Channel, session_id: str) -> str:
-    try:
-        await session_pb2_grpc.SessionServiceStub(channel).GetSession(
-            session_pb2.GetSessionRequest(session_id=session_id),
-            metadata=(("x-user-id", "carol"),),
-            timeout=30,
-        )
-    except grpc.aio.AioRpcError as error:
-        return error.code().name
-    return "OK"

@@ -1,5 +1,6 @@
-"""The service creates and upgrades its own schema: a newer release opens an older
-database, an older release refuses a newer one, and replicas may start together."""
+"""The service creates and upgrades its own schema (Alembic): the result is exactly
+``schema.py``, an older release refuses a newer database, a pre-release database is refused
+with what to do, a failed upgrade changes nothing, and replicas may start together."""
 
 from __future__ import annotations
 
@@ -9,112 +10,45 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, insert, inspect, select, text
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from service.config import Settings
 from service.configs import session_store_config
-from service.domain import ConversationTurn
 from service.errors import ConfigurationError, DatabaseUnavailable
-from service.sessions import RunStatus, SessionStore, open_session_store
+from service.sessions import SessionStore, open_session_store
 from service.sessions import schema as tables
 from service.sessions.engine import create_engine
-from service.sessions.migrations import LATEST_VERSION, migrate, schema_version
-from tests.sessions.support import START, Database, OpenStore
-
-SESSION = "11111111-1111-4111-8111-111111111111"
-TURN = "22222222-2222-4222-8222-222222222222"
+from service.sessions.migrations import head, migrate
+from tests.sessions.support import Database, OpenStore
 
 
 def engine_for(database: Database) -> Any:
     return create_engine(database.url, connect_args=database.connect_args)
 
 
-async def versions(store: SessionStore) -> list[int]:
+async def revision(store: SessionStore) -> str | None:
     async with store.engine.connect() as connection:
-        query = select(schema_version.c.version).order_by(schema_version.c.version)
-        return list((await connection.execute(query)).scalars())
-
-
-def describe(connection: Connection) -> dict[str, tuple[set[str], set[str]]]:
-    """Per table: its columns (name:nullable) and its index names."""
-    inspector = inspect(connection)
-    return {
-        name: (
-            {f"{c['name']}:{c['nullable']}" for c in inspector.get_columns(name)},
-            {str(i["name"]) for i in inspector.get_indexes(name)},
+        return await connection.run_sync(
+            lambda sync: MigrationContext.configure(sync).get_current_revision()
         )
-        for name in inspector.get_table_names()
-    }
+
+
+def differences(connection: Connection) -> list[Any]:
+    """What Alembic finds between the database and schema.py (tables, columns, types,
+    nullability, indexes, unique constraints)."""
+    return list(compare_metadata(MigrationContext.configure(connection), tables.metadata))
 
 
 async def test_a_migrated_database_is_exactly_the_latest_schema(store: SessionStore) -> None:
     async with store.engine.connect() as connection:
-        actual = await connection.run_sync(describe)
-    assert set(actual) == {*tables.metadata.tables, "schema_version"}
-    for name, table in tables.metadata.tables.items():
-        columns, indexes = actual[name]
-        assert columns == {f"{c.name}:{c.nullable}" for c in table.columns}, name
-        assert {str(i.name) for i in table.indexes} <= indexes, name
-    assert await versions(store) == list(range(1, LATEST_VERSION + 1))
-
-
-async def test_a_version_1_database_is_upgraded_with_its_conversations(
-    database: Database, open_store: OpenStore
-) -> None:
-    engine = engine_for(database)
-    assert await migrate(engine, target=1) == 1
-    async with engine.begin() as connection:
-        # Rows as release 1 wrote them: no turns.error column yet.
-        await connection.execute(
-            insert(tables.sessions).values(
-                id=SESSION,
-                owner="alice",
-                status="active",
-                created_at=START,
-                last_accessed=START,
-                turn_count=1,
-            )
-        )
-        await connection.execute(
-            insert(tables.turns).values(
-                id=TURN,
-                session_id=SESSION,
-                seq=1,
-                request_id="r1",
-                question="old question",
-                status="completed",
-                created_at=START,
-                completed_at=START,
-            )
-        )
-        await connection.execute(
-            insert(tables.messages),
-            [
-                {"session_id": SESSION, "turn_id": TURN, "role": role, "content": content}
-                | {"created_at": START}
-                for role, content in (("user", "old question"), ("assistant", "old answer"))
-            ],
-        )
-        columns = await connection.run_sync(
-            lambda sync: {c["name"] for c in inspect(sync).get_columns("turns")}
-        )
-    assert "error" not in columns
-    await engine.dispose()
-
-    store = await open_store()
-    assert await versions(store) == list(range(1, LATEST_VERSION + 1))
-    [turn] = (await store.get_session(SESSION, "alice")).turns
-    assert (turn.question, turn.answer, turn.status, turn.error) == (
-        "old question",
-        "old answer",
-        RunStatus.COMPLETED,
-        "",
-    )
-    handle = await store.begin_turn(
-        session_id=SESSION, owner="alice", question="new question", request_id="r2"
-    )
-    assert handle.history == [ConversationTurn("old question", "old answer")]
-    assert await store.abort_turn(handle.turn_id, "error", "uses the new column")
+        found = await connection.run_sync(differences)
+        names = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+    assert found == []
+    assert names == {*tables.metadata.tables, "alembic_version"}
+    assert await revision(store) == head()
 
 
 async def test_a_database_from_a_newer_release_is_refused(
@@ -123,45 +57,42 @@ async def test_a_database_from_a_newer_release_is_refused(
     engine = engine_for(database)
     await migrate(engine)
     async with engine.begin() as connection:
-        await connection.execute(
-            insert(schema_version).values(version=99, description="future", applied_at=START)
-        )
+        await connection.execute(text("UPDATE alembic_version SET version_num = 'f00d'"))
     await engine.dispose()
-    with pytest.raises(ConfigurationError, match="schema version 99"):
+    with pytest.raises(ConfigurationError, match=r"revision 'f00d'.*newer release"):
+        await open_store()
+
+
+async def test_a_pre_release_database_is_refused_with_what_to_do(
+    database: Database, open_store: OpenStore
+) -> None:
+    engine = engine_for(database)
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE schema_version (version INTEGER)"))
+    await engine.dispose()
+    with pytest.raises(ConfigurationError, match=r"pre-release build.*RAGAGENT_DATABASE_URL"):
         await open_store()
 
 
 async def test_replicas_starting_together_upgrade_once(open_store: OpenStore) -> None:
     stores = await asyncio.gather(*(open_store() for _ in range(3)))
-    assert await versions(stores[0]) == list(range(1, LATEST_VERSION + 1))
+    assert {await revision(store) for store in stores} == {head()}
 
 
-async def test_a_failed_step_leaves_the_database_as_it_was(
-    database: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from service.sessions import migrations
-
-    def broken(connection: Connection) -> None:
-        connection.exec_driver_sql("ALTER TABLE turns ADD COLUMN error TEXT NOT NULL DEFAULT ''")
-        raise RuntimeError("step 2 fails half-way")
-
+async def test_a_failed_upgrade_leaves_the_database_as_it_was(database: Database) -> None:
     engine = engine_for(database)
-    await migrate(engine, target=1)
-    monkeypatch.setattr(
-        migrations, "MIGRATIONS", (migrations.MIGRATIONS[0], migrations.Migration(2, "x", broken))
-    )
-    with pytest.raises(RuntimeError, match="half-way"):
+    # A table in the way of the last one the initial revision creates: it fails after
+    # creating the others, and none of them may remain.
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE run_events (x INTEGER)"))
+    # SQLite's "table exists" reads as an OperationalError (so, unavailable); PostgreSQL's
+    # as a programming error.
+    with pytest.raises((DatabaseUnavailable, DBAPIError)):
         await migrate(engine)
     async with engine.connect() as connection:
-        columns = await connection.run_sync(
-            lambda sync: {c["name"] for c in inspect(sync).get_columns("turns")}
-        )
-        version = (
-            await connection.execute(text("SELECT max(version) FROM schema_version"))
-        ).scalar()
+        names = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
     await engine.dispose()
-    assert "error" not in columns
-    assert version == 1
+    assert names == {"run_events"}
 
 
 # --- not per backend -------------------------------------------------------------------
