@@ -33,6 +33,7 @@ from protobuf.wkt import Any as WireAny
 from service.api.interceptors import REQUEST_ID_HEADER, Call, Layer
 from service.api.interceptors.call import usable_id
 from service.errors import FieldViolation, InvalidArgument, RagAgentError, to_rpc_status
+from service.http.peer import peer_auth
 from service.observability.logging import get_logger
 
 log = get_logger("ragagent.server")
@@ -93,6 +94,7 @@ def start_call(ctx: RequestContext[Any, Any]) -> Call:
         method=f"/{method.service_name}/{method.name}",
         peer=_peer(ctx),
         metadata=headers,
+        auth=peer_auth(),
         streaming=shape != "unary",
         shape=shape,
     )
