@@ -10,7 +10,6 @@ service calling with JSON would be.
 from __future__ import annotations
 
 import json
-import ssl
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from service.http import HttpListener
 from service.http.peer import bind_scope, peer_auth
 from service.security.tls import ServerTls, TlsFiles
 from tests.helpers import BOOKLET, Running, running_server
+from tests.http.support import client_ca_file, envelope, https_client, messages
 from tests.security.support import CertFiles, client_cert, server_cert, tls_channel
 
 SPIFFE = "spiffe://example.org/ns/ci/sa/reader"
@@ -38,30 +38,13 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-def _client_ca(folder: Path, *cas: trustme.CA) -> Path:
-    path = folder / "client-ca.pem"
-    path.write_bytes(b"".join(ca.cert_pem.bytes() for ca in cas))
-    return path
-
-
-def _https(
-    srv: Running | int, trusted: trustme.CA, client: CertFiles | None = None
-) -> httpx.AsyncClient:
-    """An HTTPS client of the listener that trusts ``trusted`` and presents ``client``."""
-    port = srv if isinstance(srv, int) else srv.server.http_port
-    context = ssl.create_default_context(cadata=trusted.cert_pem.bytes().decode())
-    if client is not None:
-        context.load_cert_chain(client.cert, client.key)
-    return httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}", verify=context, timeout=30)
-
-
 async def _post(
     srv: Running, trusted: trustme.CA, client: CertFiles | None, path: str, body: object
 ) -> str:
     """The outcome of one call: "OK", the Connect error code, or "refused" when the
     connection failed (TLS refused the handshake)."""
     try:
-        async with _https(srv, trusted, client) as http:
+        async with https_client(srv, trusted, client) as http:
             reply = await http.post(path, json=body)
     except httpx.TransportError:
         return "refused"
@@ -81,7 +64,7 @@ async def test_https_serves_the_grpc_certificate_and_plaintext_is_refused(
     ) as srv:
         assert srv.server.http is not None
         assert srv.server.http.tls
-        async with _https(srv, ca) as http:
+        async with https_client(srv, ca) as http:
             reply = await http.post(RETRIEVE, json=QUESTION)
         other_ca = await _post(srv, trustme.CA(), None, RETRIEVE, QUESTION)
         with pytest.raises(httpx.TransportError):
@@ -115,7 +98,7 @@ async def test_mutual_tls_over_https_needs_a_certificate_that_names_the_grpc_pri
         http_address="127.0.0.1:0",
         tls_cert_file=files.cert,
         tls_key_file=files.key,
-        tls_client_ca_file=_client_ca(tmp_path, ca),
+        tls_client_ca_file=client_ca_file(tmp_path, ca),
         principal_roles={SPIFFE: ["corpus:read"], "asker.internal": ["ask"]},
     ) as srv:
         without_certificate = await _post(srv, ca, None, STATS, {})
@@ -133,7 +116,7 @@ async def test_mutual_tls_over_https_needs_a_certificate_that_names_the_grpc_pri
             )
         listed = {}
         for name, client in (("asker", asker), ("reader", reader)):
-            async with _https(srv, ca, client) as http:
+            async with https_client(srv, ca, client) as http:
                 reply = await http.post("/ragagent.v1.SessionService/ListSessions", json={})
             listed[name] = reply.json().get("sessions", []) if reply.status_code == 200 else None
     assert without_certificate == "refused"
@@ -159,11 +142,11 @@ async def test_ask_stream_streams_over_https_with_a_client_certificate(
             http_address="127.0.0.1:0",
             tls_cert_file=files.cert,
             tls_key_file=files.key,
-            tls_client_ca_file=_client_ca(tmp_path, ca),
+            tls_client_ca_file=client_ca_file(tmp_path, ca),
             principal_roles={"*": ["ask"]},
             access_unlabelled="public",
         ) as srv,
-        _https(srv, ca, asker) as http,
+        https_client(srv, ca, asker) as http,
         http.stream(
             "POST",
             "/ragagent.v1.AgentService/AskStream",
@@ -181,22 +164,6 @@ async def test_ask_stream_streams_over_https_with_a_client_certificate(
     assert "error" not in events[-1]  # the end-of-stream message: no error
 
 
-def envelope(message: dict[str, object]) -> bytes:
-    data = json.dumps(message).encode()
-    return b"\x00" + len(data).to_bytes(4, "big") + data
-
-
-async def messages(reply: httpx.Response) -> Any:
-    """The JSON messages of a Connect stream, the end-of-stream message last."""
-    buffer = b""
-    async for chunk in reply.aiter_bytes():
-        buffer += chunk
-        while len(buffer) >= 5 and len(buffer) >= 5 + int.from_bytes(buffer[1:5], "big"):
-            size = int.from_bytes(buffer[1:5], "big")
-            yield json.loads(buffer[5 : 5 + size])
-            buffer = buffer[5 + size :]
-
-
 async def test_the_http_call_gets_the_auth_context_grpc_gives_the_same_certificate(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
@@ -205,7 +172,7 @@ async def test_the_http_call_gets_the_auth_context_grpc_gives_the_same_certifica
     cannot tell (session reuse, key exchange group)."""
     files = server_cert(ca, tmp_path)
     client = client_cert(ca, tmp_path, uri=SPIFFE, dns="reader.internal", common_name="cn")
-    tls = ServerTls(TlsFiles(files.cert, files.key, _client_ca(tmp_path, ca)))
+    tls = ServerTls(TlsFiles(files.cert, files.key, client_ca_file(tmp_path, ca)))
     seen: dict[str, dict[str, tuple[bytes, ...]]] = {}
 
     async def unary(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
@@ -228,7 +195,7 @@ async def test_the_http_call_gets_the_auth_context_grpc_gives_the_same_certifica
     try:
         async with tls_channel(f"127.0.0.1:{port}", ca, client) as channel:
             await channel.unary_unary("/t.T/M")(b"")
-        async with _https(http_port, ca, client) as http:
+        async with https_client(http_port, ca, client) as http:
             assert (await http.get("/")).status_code == 204
     finally:
         await listener.stop(0)
