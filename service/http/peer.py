@@ -71,7 +71,7 @@ class PeerProtocol(HttpToolsProtocol):
 
 def bind_scope(scope: dict[str, Any]) -> None:
     """The auth context of this request's connection, for :func:`peer_auth` in its task."""
-    tls = scope.get("extensions", {}).get("tls")
+    tls = (scope.get("extensions") or {}).get("tls")
     if tls is None:
         _auth.set(PLAINTEXT)
         return

@@ -171,7 +171,16 @@ async def test_the_http_call_gets_the_auth_context_grpc_gives_the_same_certifica
     listeners for one client certificate; HTTP leaves out only what the ssl module
     cannot tell (session reuse, key exchange group)."""
     files = server_cert(ca, tmp_path)
-    client = client_cert(ca, tmp_path, uri=SPIFFE, dns="reader.internal", common_name="cn")
+    client = client_cert(
+        ca,
+        tmp_path,
+        uri=SPIFFE,
+        dns="reader.internal",
+        common_name="bot+1, of robotics",  # characters a distinguished name escapes
+        units=("robotics", "ci"),
+        emails=("bot@example.org",),
+        ips=("10.0.0.7", "::1"),
+    )
     tls = ServerTls(TlsFiles(files.cert, files.key, client_ca_file(tmp_path, ca)))
     seen: dict[str, dict[str, tuple[bytes, ...]]] = {}
 
