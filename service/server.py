@@ -132,7 +132,9 @@ class AgentServer:
             [*self._services, HEALTH_SERVICE, reflection.SERVICE_NAME], self._server
         )
         # The HTTP listener (Connect, gRPC-Web): the same servicer objects and layers.
-        self.http = _http_listener(settings, layers, agent, corpus, sessions, self.health)
+        self.http = _http_listener(
+            settings, layers, self.security, agent, corpus, sessions, self.health
+        )
         self.http_port = 0
         self.http_web = settings.http_web
         self.port = 0
@@ -185,6 +187,7 @@ class AgentServer:
                 address=self.http.address,
                 port=self.http_port,
                 protocols="connect, grpc-web",
+                tls="mutual" if tls and tls.requires_client_certificate else bool(tls),
                 web=self.http_web,
             )
         _warn_if_exposed(self._settings)
@@ -299,8 +302,11 @@ def _check_web(settings: Settings) -> None:
         )
 
 
-def _http_listener(settings: Settings, layers: list[Layer], *servicers: Any) -> HttpListener | None:
-    """Connect and gRPC-Web at RAGAGENT_HTTP_ADDRESS, if set (service.http)."""
+def _http_listener(
+    settings: Settings, layers: list[Layer], security: Security, *servicers: Any
+) -> HttpListener | None:
+    """Connect and gRPC-Web at RAGAGENT_HTTP_ADDRESS, if set (service.http); over TLS,
+    with the gRPC listener's certificate and client CAs, whenever gRPC has TLS."""
     if not settings.http_address:
         return None
     from service.http import HttpListener, connect_application, default_web_dir
@@ -317,7 +323,10 @@ def _http_listener(settings: Settings, layers: list[Layer], *servicers: Any) -> 
         cors_origins=settings.cors_origins,
         web=web,
     )
-    return HttpListener(app, settings.http_address)
+    tls = security.tls
+    return HttpListener(
+        app, settings.http_address, ssl_context=tls.https() if tls is not None else None
+    )
 
 
 def _warn_if_exposed(settings: Settings) -> None:

@@ -15,7 +15,8 @@ class HttpSettings(BaseModel):
         description="HOST:PORT of the HTTP listener that serves every RPC over Connect (JSON "
         "and binary) and gRPC-Web, for browsers, curl and buf curl, with the same "
         "authentication, limits and validation as gRPC; empty = not served (port 0 picks a "
-        "free port). `ragagent demo` turns it on.",
+        "free port). With RAGAGENT_TLS_CERT_FILE it serves HTTPS only, with the gRPC port's "
+        "certificate and client CAs (mutual TLS too). `ragagent demo` turns it on.",
     )
     http_cors_origins: str = Field(
         "",

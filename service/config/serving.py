@@ -104,16 +104,17 @@ class CallerSettings(BaseModel):
     tls_cert_file: Path | None = Field(
         None,
         description="PEM certificate chain the server presents; with TLS_KEY_FILE the server "
-        "speaks TLS only. Re-read on SIGHUP without dropping calls.",
+        "speaks TLS only, on the gRPC port and on the HTTP listener (HTTPS, no plaintext "
+        "HTTP). Re-read on SIGHUP without dropping calls.",
     )
     tls_key_file: Path | None = Field(
         None, description="PEM private key of TLS_CERT_FILE (re-read on SIGHUP)."
     )
     tls_client_ca_file: Path | None = Field(
         None,
-        description="PEM CA certificates that sign client certificates; set = mutual TLS: "
-        "every client must present one, and it names the principal (URI SAN such as a "
-        "SPIFFE id, else DNS SAN, else CN).",
+        description="PEM CA certificates that sign client certificates; set = mutual TLS on "
+        "both listeners (gRPC and HTTP): every client must present one, and it names the "
+        "principal (URI SAN such as a SPIFFE id, else DNS SAN, else CN). Re-read on SIGHUP.",
     )
     api_keys_file: Path | None = Field(
         None,

@@ -22,6 +22,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
 from service.http.bridge import snake_case
+from service.http.peer import bind_scope
 from service.observability.logging import get_logger
 
 log = get_logger("ragagent.access")
@@ -108,6 +109,7 @@ class HttpApp:
         path: str = scope["path"]
         app = self._services.get(path.rpartition("/")[0])
         if app is not None and (not self._methods or path in self._methods):
+            bind_scope(scope)  # this task's: the chain makes the call's auth context of it
             await app(scope, receive, send)
         elif self._web is not None and scope["method"] in ("GET", "HEAD"):
             await self._file(path, send)

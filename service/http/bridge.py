@@ -22,7 +22,7 @@ from connectrpc.request import RequestContext
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from service.api.interceptors import Call, Layer
-from service.http.chain import Aborted, current_call, see_message
+from service.http.chain import Aborted, credential_watched, current_call, see_message
 
 Ctx = RequestContext[Any, Any]
 _WRITTEN_END = object()
@@ -118,7 +118,8 @@ def _handler(method: MethodDescriptor, servicer: Any, layers: Sequence[Layer]) -
 
             messages = seen()
             call = current_call()
-            return await grpc_method(messages, ServicerContext(ctx, call, messages))
+            async with credential_watched(call):
+                return await grpc_method(messages, ServicerContext(ctx, call, messages))
 
         return client_stream
     if method.server_streaming:
@@ -132,9 +133,10 @@ def _handler(method: MethodDescriptor, servicer: Any, layers: Sequence[Layer]) -
                 if writes
                 else grpc_method(request, context)
             )
-            async for response in responses:
-                call.sent += 1
-                yield response
+            async with credential_watched(call):
+                async for response in responses:
+                    call.sent += 1
+                    yield response
 
         return server_stream
 

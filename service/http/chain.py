@@ -11,14 +11,19 @@ reads the request body; two of them carry the layers:
 - :class:`CallStarts` runs the layers' ``start`` (authentication, roles, limits); a refusal
   raised here ends the call before its body is read.
 
+While a stream's handler runs, :func:`credential_watched` checks its credential again as
+the gRPC chain does (a key revoked, a token or certificate expired, a client CA removed).
+
 Each request message goes through the layers' ``message`` in :mod:`.bridge`, where it has
 been decoded. Nothing here reads the request's bytes: connectrpc decodes JSON and binary.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -32,7 +37,9 @@ from protobuf.wkt import Any as WireAny
 
 from service.api.interceptors import REQUEST_ID_HEADER, Call, Layer
 from service.api.interceptors.call import usable_id
+from service.api.interceptors.chain import watch_credential
 from service.errors import FieldViolation, InvalidArgument, RagAgentError, to_rpc_status
+from service.http.peer import peer_auth
 from service.observability.logging import get_logger
 
 log = get_logger("ragagent.server")
@@ -93,6 +100,7 @@ def start_call(ctx: RequestContext[Any, Any]) -> Call:
         method=f"/{method.service_name}/{method.name}",
         peer=_peer(ctx),
         metadata=headers,
+        auth=peer_auth(),
         streaming=shape != "unary",
         shape=shape,
     )
@@ -169,6 +177,26 @@ class CallStarts:
         self, token: None, ctx: RequestContext[Any, Any], error: Exception | None
     ) -> None:
         return None
+
+
+@contextlib.asynccontextmanager
+async def credential_watched(call: Call) -> AsyncIterator[None]:
+    """Around a stream's handler: once the call's credential lapses the handler is
+    cancelled and the call ends with why (UNAUTHENTICATED); what it committed stays. Any
+    other cancellation (the client gone, the deadline) goes on as it is."""
+    task = asyncio.current_task()
+    if not call.streaming or call.recheck is None or task is None:
+        yield
+        return
+    watchdog = asyncio.create_task(watch_credential(call, task), name="credential-watch")
+    try:
+        yield
+    except asyncio.CancelledError:
+        if call.lapsed is None or task.uncancel() > 0:
+            raise
+        raise call.lapsed from None
+    finally:
+        watchdog.cancel()
 
 
 def see_message(

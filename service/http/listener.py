@@ -5,16 +5,22 @@ the servicers and the layers' state. Its own signal handling is not used (``serv
 SIGTERM): the listener is started and stopped by :class:`~service.server.AgentServer`. The
 socket is bound here, so that a busy port is a clear configuration error and port 0 tells
 which port it got. uvicorn's access log is off: the chain's access log has every call.
+
+With an ``ssl_context`` (the gRPC listener's certificate, key and client CAs: see
+:meth:`~service.security.tls.ServerTls.https`) the listener speaks HTTPS only; its
+protocol puts the client's certificate in each request's scope (:mod:`.peer`).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 import uvicorn
 
 from service.errors import ConfigurationError
+from service.http.peer import PeerProtocol
 
 
 def _bind(address: str) -> socket.socket:
@@ -39,13 +45,22 @@ def _bind(address: str) -> socket.socket:
 
 
 class HttpListener:
-    """uvicorn (HTTP/1.1, httptools) serving ``app`` at ``address``."""
+    """uvicorn (HTTP/1.1, httptools) serving ``app`` at ``address``, over TLS with
+    ``ssl_context``."""
 
-    def __init__(self, app: Any, address: str, *, max_connections: int | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        address: str,
+        *,
+        max_connections: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.address = address
+        self.tls = ssl_context is not None
         self._config = uvicorn.Config(
             app,
-            http="httptools",
+            http=PeerProtocol,
             ws="none",
             lifespan="off",
             access_log=False,
@@ -57,6 +72,8 @@ class HttpListener:
             # Connections idle longer than this are closed; streams are never idle for long
             # (heartbeats), browsers reuse a connection across questions.
             timeout_keep_alive=30,
+            # The context as it is: uvicorn's own would read the files again, once.
+            ssl_context_factory=(lambda _config, _default: ssl_context) if ssl_context else None,
         )
         self._server: uvicorn.Server | None = None
         self._socket: socket.socket | None = None

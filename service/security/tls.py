@@ -1,10 +1,12 @@
 """Serving TLS, and the principal a client certificate names.
 
-The server's credentials come from grpc's dynamic-certificate API: grpc asks a fetcher for a
+The gRPC listener's credentials come from grpc's dynamic-certificate API: grpc asks a fetcher for a
 new certificate configuration before each new connection's handshake, so a certificate
 re-read on SIGHUP serves the next connection while calls on the open ones go on untouched.
 The fetcher runs on a grpc thread holding the GIL before every handshake, so it only hands
-over a configuration that :meth:`ServerTls.reload` already read and checked.
+over a configuration that :meth:`ServerTls.reload` already read and checked. The HTTP
+listener serves the same files through :class:`~service.security.https.HttpsContext`,
+reloaded with them.
 
 TLS checks a client certificate at the handshake only; :meth:`ServerTls.trust_check` lets the
 authentication layer ask again while a stream is open, so a CA removed from the client-CA file
@@ -13,6 +15,7 @@ authentication layer ask again while a stream is open, so a CA removed from the 
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from cryptography.x509.oid import NameOID
 
 from service.errors import ConfigurationError
 from service.observability.logging import get_logger
+from service.security.https import HttpsContext
 
 log = get_logger("ragagent.security")
 
@@ -48,7 +52,7 @@ def _read(files: TlsFiles) -> tuple[bytes, bytes, bytes | None]:
         key = serialization.load_pem_private_key(key_pem, password=None)
         if ca_pem is not None:
             x509.load_pem_x509_certificates(ca_pem)
-    except ValueError as error:
+    except (ValueError, TypeError) as error:  # TypeError: an encrypted key
         raise ValueError(f"not a usable PEM certificate or key: {error}") from None
     public = serialization.PublicFormat.SubjectPublicKeyInfo
     encoding = serialization.Encoding.DER
@@ -73,6 +77,7 @@ class ServerTls:
         self._initial = grpc.ssl_server_certificate_configuration([(key, cert)], ca)
         # The CAs client certificates are checked against now (replaced whole on reload).
         self._anchors = _anchors(ca)
+        self._https: HttpsContext | None = None
 
     @property
     def requires_client_certificate(self) -> bool:
@@ -85,11 +90,22 @@ class ServerTls:
             require_client_authentication=self.requires_client_certificate,
         )
 
+    def https(self) -> ssl.SSLContext:
+        """The same certificate, key and client CAs for the HTTP listener (blocking: reads
+        the files once); :meth:`reload` replaces it for new connections too."""
+        if self._https is None:
+            try:
+                self._https = HttpsContext(self.files)
+            except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+                raise ConfigurationError(f"cannot serve TLS over HTTP: {error}") from None
+        return self._https.server_context
+
     def reload(self) -> bool:
         """Re-reads the files (blocking); the next handshake uses them. A broken or
         mismatched pair is refused and the current certificate keeps serving."""
         try:
             cert, key, ca = _read(self.files)
+            https = self._https.load() if self._https is not None else None
         except (OSError, ValueError) as error:
             log.warning(
                 "TLS certificate not reloaded; the current one keeps serving", error=str(error)
@@ -99,6 +115,8 @@ class ServerTls:
         with self._lock:
             self._pending = config
             self._anchors = _anchors(ca)
+            if https is not None and self._https is not None:
+                self._https.use(https)
         log.info("TLS certificate reloaded", cert_file=str(self.files.cert))
         return True
 

@@ -4,6 +4,7 @@ one call of every RPC, as an attacker (or a legitimate caller) would make it."""
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -58,6 +59,9 @@ def client_cert(
     dns: str | None = None,
     common_name: str = "client",
     valid_for: datetime.timedelta = datetime.timedelta(hours=1),
+    units: tuple[str, ...] = (),
+    emails: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
 ) -> CertFiles:
     """A client certificate (URI and/or DNS SAN, else CN only) signed by ``ca``; trustme
     cannot make URI SANs (SPIFFE ids), so it is built here with cryptography."""
@@ -67,7 +71,14 @@ def client_cert(
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .subject_name(
+            x509.Name(
+                [
+                    *(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, u) for u in units),
+                    x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+                ]
+            )
+        )
         .issuer_name(issuer.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -81,6 +92,8 @@ def client_cert(
         names.append(x509.UniformResourceIdentifier(uri))
     if dns:
         names.append(x509.DNSName(dns))
+    names += [x509.RFC822Name(email) for email in emails]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(issuer_key, hashes.SHA256())  # type: ignore[arg-type]

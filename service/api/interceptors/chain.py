@@ -95,7 +95,9 @@ class _Steps:
             if call.streaming and call.recheck is not None:
                 handler = asyncio.current_task()
                 assert handler is not None
-                watchdog = asyncio.create_task(_watch(call, handler), name="credential-watch")
+                watchdog = asyncio.create_task(
+                    watch_credential(call, handler), name="credential-watch"
+                )
             yield
         except grpc.aio.AbortError:  # the servicers never abort; pass it through as it is
             self._end(call, grpc.StatusCode.UNKNOWN)
@@ -148,8 +150,9 @@ class _Steps:
 RECHECK_S = 0.5
 
 
-async def _watch(call: Call, handler: asyncio.Task[Any]) -> None:
-    """Checks the call's credential until cancelled; cancels ``handler`` once it lapsed."""
+async def watch_credential(call: Call, handler: asyncio.Task[Any]) -> None:
+    """Checks the call's credential until cancelled; cancels ``handler`` once it lapsed
+    (the HTTP chain runs it too: service.http.chain.credential_watched)."""
     assert call.recheck is not None
     while True:
         await asyncio.sleep(RECHECK_S)
