@@ -38,6 +38,7 @@ from protobuf.wkt import Any as WireAny
 from service.api.interceptors import REQUEST_ID_HEADER, Call, Layer
 from service.api.interceptors.call import usable_id
 from service.api.interceptors.chain import watch_credential
+from service.api.interceptors.layers import start_layers
 from service.errors import FieldViolation, InvalidArgument, RagAgentError, to_rpc_status
 from service.http.peer import peer_auth
 from service.observability.logging import get_logger
@@ -163,15 +164,14 @@ class CallEnds:
 
 
 class CallStarts:
-    """The layers' ``start`` in order: request ids, trace, authentication, roles, limits."""
+    """The layers' ``start`` (and a shared store's ``admit``) in order: request ids, trace,
+    authentication, roles, limits."""
 
     def __init__(self, layers: Sequence[Layer]) -> None:
         self._layers = tuple(layers)
 
     async def on_start(self, ctx: RequestContext[Any, Any]) -> None:
-        call = current_call()
-        for layer in self._layers:
-            layer.start(call)
+        await start_layers(self._layers, current_call())
 
     async def on_end(
         self, token: None, ctx: RequestContext[Any, Any], error: Exception | None

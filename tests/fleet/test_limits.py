@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 import structlog
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
@@ -154,3 +155,42 @@ def test_the_throttle_counts_failures_only_and_refills() -> None:
     throttle.start(bad)
     throttle.end(bad, grpc.StatusCode.OK)  # successes cost nothing
     throttle.start(bad)
+
+
+@pytest.mark.timeout(300)
+def test_http_calls_count_against_the_same_fleet_rate_as_grpc_calls(tmp_path: Path) -> None:
+    """The HTTP listener starts calls through the same layers, the shared store's admission
+    included: five a minute admit five, whichever transport and replica the calls take."""
+    _redis_or_skip()
+    keys = tmp_path / "keys.jsonl"
+    _, alice = new_key(keys, "alice", "corpus:read")
+    prefix = f"test:{uuid.uuid4().hex}:"
+    http_ports = [free_port(), free_port()]
+    replicas = [
+        ServerProcess.launch(
+            tmp_path / f"replica-{i}",
+            api_keys_file=str(keys),
+            rate_limit_requests_per_minute="5",
+            limits_redis_url=REDIS_URL,
+            limits_redis_prefix=prefix,
+            http_address=f"127.0.0.1:{http_ports[i]}",
+        )
+        for i in range(2)
+    ]
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+        outcomes = []
+        for n in range(10):
+            reply = httpx.post(
+                f"http://127.0.0.1:{http_ports[n % 2]}/ragagent.v1.CorpusService/GetCorpusStats",
+                json={},
+                headers=dict(bearer(alice)),
+                timeout=10,
+            )
+            outcomes.append(reply.json().get("code", "ok") if reply.status_code != 200 else "ok")
+    finally:
+        for replica in replicas:
+            replica.stop()
+    assert outcomes.count("ok") == 5, outcomes
+    assert outcomes.count("resource_exhausted") == 5, outcomes

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
 
 from service.api.interceptors.call import REQUEST_ID_HEADER, Call
-from service.api.interceptors.layers import Layer
+from service.api.interceptors.layers import Layer, start_layers
 from service.errors import FieldViolation, InvalidArgument, RagAgentError, to_rpc_status
 from service.observability.logging import get_logger
 
@@ -87,11 +87,7 @@ class _Steps:
         stays."""
         watchdog: asyncio.Task[None] | None = None
         try:
-            for layer in self.layers:
-                layer.start(call)
-                admit = getattr(layer, "admit", None)  # a layer that asks a shared store
-                if admit is not None:
-                    await admit(call)
+            await start_layers(self.layers, call)
             if call.streaming and call.recheck is not None:
                 handler = asyncio.current_task()
                 assert handler is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -30,6 +30,16 @@ class Layer(Protocol):
     def message(self, call: Call, message: Message, index: int | None) -> None: ...
 
     def end(self, call: Call, code: grpc.StatusCode) -> None: ...
+
+
+async def start_layers(layers: Sequence[Layer], call: Call) -> None:
+    """Each layer's ``start`` in order, and, for a layer that asks a shared store (the
+    fleet's limits in Redis), its ``admit`` right after: both transports start calls here."""
+    for layer in layers:
+        layer.start(call)
+        admit = getattr(layer, "admit", None)
+        if admit is not None:
+            await admit(call)
 
 
 class RequestIds:
