@@ -90,7 +90,11 @@ class AgentServer:
             options=_channel_options(settings),
         )
         self.runs = (
-            BackgroundRuns(runtime.sessions.runs, poll_interval_s=settings.run_poll_interval)
+            BackgroundRuns(
+                runtime.sessions.runs,
+                poll_interval_s=settings.run_poll_interval,
+                max_per_principal=settings.run_max_per_caller,
+            )
             if runtime.sessions is not None
             else None
         )

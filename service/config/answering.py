@@ -145,6 +145,12 @@ class SessionSettings(BaseModel):
         description="Seconds a background run's events are kept after it ends, for "
         "ResumeStream; then the run is deleted with them (by the session purger).",
     )
+    run_max_per_caller: int = Field(
+        16,
+        ge=1,
+        description="Background runs one caller (principal) may have going on one replica; "
+        "more are refused with RESOURCE_EXHAUSTED (TOO_MANY_STREAMS).",
+    )
     run_poll_interval: float = Field(
         0.2,
         gt=0,

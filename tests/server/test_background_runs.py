@@ -265,3 +265,27 @@ async def test_background_runs_over_connect_resume_and_cancel_as_over_grpc(
                     agent_pb2.CancelRunRequest(run_id=second), headers={"x-user-id": "bob"}
                 )
             assert refused.value.code is Code.NOT_FOUND
+
+
+async def test_a_caller_gets_as_many_background_runs_as_the_operator_allows(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script_chat(_slow(), ChatReply.text(ANSWER))
+    async with running_server(
+        tmp_path, documents=DOCS, **_options(fake_llm), run_max_per_caller=1
+    ) as server:
+        stub = agent_pb2_grpc.AgentServiceStub(server.channel)
+        first = (await _start(stub, leave_after=1))[0].run_started.run_id
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await _start(stub, leave_after=1)
+        assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        # Another caller is not held back by Alice's run.
+        bob = await stub.Ask(
+            agent_pb2.QuestionRequest(query="What does URDF list?", background=True),
+            metadata=BOB,
+            timeout=30,
+        )
+        assert bob.status == agent_pb2.RESPONSE_STATUS_SUCCESS
+        assert (await _resume(stub, first, 1))[-1].completed.status == (
+            agent_pb2.RESPONSE_STATUS_SUCCESS
+        )
