@@ -289,3 +289,27 @@ async def test_a_caller_gets_as_many_background_runs_as_the_operator_allows(
         assert (await _resume(stub, first, 1))[-1].completed.status == (
             agent_pb2.RESPONSE_STATUS_SUCCESS
         )
+
+
+async def test_the_resuming_client_of_docs_clients_md_works_as_written(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """The Python example of docs/clients.md ("Background runs") runs as written (on a
+    connection that holds; the resumption it does is the one tested above)."""
+    text = (Path(__file__).parents[2] / "docs" / "clients.md").read_text()
+    section = text.split("### Background runs", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {"grpc": grpc, "agent_pb2": agent_pb2}
+    namespace["agent_pb2_grpc"] = agent_pb2_grpc
+    exec(compile(code, "docs/clients.md", "exec"), namespace)
+    answer = namespace["answer"]
+    fake_llm.script_chat(ChatReply.text(ANSWER))
+    async with running_server(tmp_path, documents=DOCS, **_options(fake_llm)) as server:
+
+        def ask() -> agent_pb2.AgentResponse:
+            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                return answer(agent_pb2_grpc.AgentServiceStub(channel), "What does URDF list?")  # type: ignore[operator, no-any-return]
+
+        response = await asyncio.to_thread(ask)
+    assert response.answer == ANSWER
+    assert response.run_id.startswith("run_")
