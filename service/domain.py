@@ -6,6 +6,7 @@ The API layer converts these to and from protobuf; nothing below it sees a proto
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -54,9 +55,10 @@ class Chunk:
     created_at: str = ""
     # Who may read it (service.access labels); () = unlabelled.
     access: tuple[str, ...] = ()
-    # The vectors of its quotable pieces (service.retrieval.piece_vectors), for the
-    # extractive strategy; "" when the embedder gave none. Not part of what it says.
-    piece_vectors: str = field(default="", repr=False, compare=False)
+    # The vectors of its quotable pieces (service.retrieval.piece_vectors), one row per
+    # piece, as the engine stores them (its ``pieces`` multivector); () when the embedder
+    # gave none or the store holds none. Not part of what it says.
+    piece_vectors: Sequence[Sequence[float]] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

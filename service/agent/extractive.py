@@ -132,11 +132,8 @@ async def run_extractive(
 
 def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
     chunk = candidate.source.hit.chunk
-    stored = piece_vectors.decode(chunk.piece_vectors, candidate.count, dimension)
-    if stored is None or not stored[candidate.position].any():
-        return None
-    row: npt.NDArray[np.float32] = stored[candidate.position]
-    return row
+    row = piece_vectors.stored_row(chunk.piece_vectors, candidate.count, candidate.position)
+    return row if row is not None and row.shape == (dimension,) else None
 
 
 def prerank(

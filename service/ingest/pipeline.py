@@ -286,8 +286,8 @@ class Ingestor:
         for prepared in pending:
             own = vectors[offset : offset + len(prepared.chunks)]
             chunks = tuple(
-                replace(chunk, piece_vectors=encoded)
-                for chunk, encoded in zip(prepared.chunks, pieces[offset:], strict=False)
+                replace(chunk, piece_vectors=rows)
+                for chunk, rows in zip(prepared.chunks, pieces[offset:], strict=False)
             )
             offset += len(prepared.chunks)
             report(await self._write(replace(prepared, chunks=chunks), own, known, deadline))
@@ -315,12 +315,12 @@ class Ingestor:
 
     async def _embed(
         self, pending: list[PreparedDocument], deadline: Deadline | None
-    ) -> tuple[list[list[float]], list[str]]:
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
         texts = [t for p in pending for t in p.embed_texts]
         spans = [s for p in pending for s in p.piece_spans]
         shifts = [s for p in pending for s in p.shifts]
         vectors: list[list[float]] = []
-        pieces: list[str] = []
+        pieces: list[list[list[float]]] = []
         for start in range(0, len(texts), self._batch_size):
             end = min(start + self._batch_size, len(texts))
             # Every ``parallel``-th text to each call: each gets long and short texts alike.
@@ -344,7 +344,7 @@ class Ingestor:
                 # The error callers know (a deadline, the embedder unavailable), not a group:
                 # the calls fail alike, and the first is the one to report.
                 raise failed.exceptions[0] from None
-            got: dict[int, tuple[list[float], str]] = {}
+            got: dict[int, tuple[list[float], list[list[float]]]] = {}
             for part, call in zip(parts, calls, strict=True):
                 part_vectors, part_pieces = call.result()
                 if len(part_vectors) != len(part):

@@ -73,7 +73,7 @@ class ObservedEmbedder:
         shifts: Sequence[int],
         *,
         deadline: Deadline | None = None,
-    ) -> tuple[list[list[float]], list[str]]:
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
         with self._span(len(texts)):
             started = time.perf_counter()
             try:

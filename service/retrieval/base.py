@@ -81,8 +81,8 @@ class PieceEmbedder(Protocol):
         shifts: Sequence[int],
         *,
         deadline: Deadline | None = None,
-    ) -> tuple[list[list[float]], list[str]]:
-        """The texts' vectors (as ``embed_documents``) and their pieces' encoded vectors."""
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """The texts' vectors (as ``embed_documents``) and their pieces' vectors."""
 
 
 async def embed_chunks(
@@ -92,11 +92,11 @@ async def embed_chunks(
     shifts: Sequence[int],
     *,
     deadline: Deadline | None = None,
-) -> tuple[list[list[float]], list[str]]:
-    """Vectors and piece vectors where the embedder can give both, else vectors and ""."""
+) -> tuple[list[list[float]], list[list[list[float]]]]:
+    """Vectors and piece vectors where the embedder can give both, else vectors and none."""
     if isinstance(embedder, PieceEmbedder):
         return await embedder.embed_with_pieces(texts, spans, shifts, deadline=deadline)
-    return await embedder.embed_documents(texts, deadline=deadline), [""] * len(texts)
+    return await embedder.embed_documents(texts, deadline=deadline), [[] for _ in texts]
 
 
 class Retriever(Protocol):
@@ -135,8 +135,12 @@ class SearchEngine(Protocol):
         filters: SearchFilters | None,
         score_threshold: float | None,
         deadline: Deadline | None,
+        piece_weight: float = 0.0,
     ) -> list[EngineHit]:
-        """The ``limit`` chunks nearest to ``vector`` (cosine, best first)."""
+        """The ``limit`` chunks nearest to ``vector`` (cosine, best first), each with its
+        piece vectors where the store holds them (``service.retrieval.piece_vectors``).
+        With a ``piece_weight``, the engine scores each ``max(cosine, piece_weight * its
+        best piece's cosine)``, best first."""
 
     async def fused(
         self,

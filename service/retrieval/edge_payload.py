@@ -12,6 +12,8 @@ import qdrant_edge as qe
 
 from service.access import FIELD, ReadAccess
 from service.domain import Chunk, DocumentSummary, SearchFilters
+from service.retrieval.edge_shard import DENSE
+from service.retrieval.piece_vectors import PIECES
 from service.retrieval.qdrant_payload import parse_time
 
 RECORD = "document"
@@ -26,6 +28,37 @@ def cosine(query: Sequence[float], stored: object) -> float:
     v = np.asarray(stored, dtype=np.float32)
     norms = float(np.linalg.norm(q) * np.linalg.norm(v))
     return float(np.dot(q, v)) / norms if norms else 0.0
+
+
+def piece_blend(
+    vector: Sequence[float], weight: float, limit: int, edge_filter: qe.Filter | None
+) -> tuple[list[qe.Prefetch], qe.Formula]:
+    """The engine's query for ``max(cosine, weight * best piece)`` over the ``limit``
+    nearest chunks (see service.retrieval.piece_vectors): the dense candidates, the same
+    candidates rescored by MaxSim over their pieces, and the formula over both scores. A
+    chunk without pieces has no second score: it counts 0."""
+    query = list(vector)
+
+    def dense() -> qe.Prefetch:
+        return qe.Prefetch(
+            limit=limit, query=qe.Query.Nearest(query, using=DENSE), filter=edge_filter
+        )
+
+    best_piece = qe.Prefetch(
+        limit=limit, prefetches=[dense()], query=qe.Query.Nearest([query], using=PIECES)
+    )
+    score, piece = qe.Expression.Variable("$score[0]"), qe.Expression.Variable("$score[1]")
+    formula = qe.Formula(
+        qe.Expression.Max([score, qe.Expression.Mult([qe.Expression.Constant(weight), piece])]),
+        defaults={"$score[1]": 0.0},
+    )
+    return [dense(), best_piece], formula
+
+
+def with_pieces(payload: dict[str, Any] | None, vectors: object) -> dict[str, Any]:
+    """A hit's payload with its stored piece vectors as the chunk's ``piece_vectors``."""
+    found = vectors.get(PIECES) if isinstance(vectors, dict) else None
+    return {**(payload or {}), "piece_vectors": found or ()}
 
 
 def record_id(document_id: str) -> str:

@@ -6,7 +6,8 @@ runtime's executor, bounded by the caller's deadline, with failures mapped to ou
 
 Layout under ``RAGAGENT_DATA_DIR/edge/<collection>/``: ``shard/`` (the engine's files),
 ``ragagent.json`` (the embedding model and dimension the vectors were made with, checked at
-every start) and ``lock`` (one process at a time, as with the old embedded store).
+every start, and the layout's ``format``) and ``lock`` (one process at a time, as with the
+old embedded store).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from service.errors import (
     StoreUnavailable,
 )
 from service.executor import Blocking
+from service.retrieval.piece_vectors import PIECES
 
 T = TypeVar("T")
 
@@ -41,13 +43,29 @@ SPARSE = "bm25"
 KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash", "kind")
 # Indexes added after shards were first made: created when a shard without them opens.
 LATER_INDEXES = ("access",)
-FORMAT = 1
+# 2: chunks have the ``pieces`` multivector (service.retrieval.piece_vectors). A format-1
+# shard has none and cannot be given it (the engine fixes a shard's vectors at creation).
+FORMAT = 2
+PIECES_FROM = 2
 
 
 def shard_config(dimension: int) -> qe.EdgeConfig:
-    """Named dense vectors (cosine) and a sparse BM25 vector whose IDF the engine keeps."""
+    """Named dense vectors (cosine), the pieces' multivector and a sparse BM25 vector whose
+    IDF the engine keeps."""
+    pieces = qe.EdgeVectorParams(
+        size=dimension,
+        # Rows are unit length (or zero for a piece not placed): dot is their cosine.
+        distance=qe.Distance.Dot,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+        datatype=qe.VectorStorageDatatype.Float16,
+        # No graph: pieces are only scored for the candidates the dense search found.
+        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+    )
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+        vectors={
+            DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+            PIECES: pieces,
+        },
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
     )
 
@@ -63,9 +81,17 @@ class EdgeCalls:
     """One open shard: its calls on the executor, one writer at a time, and its lock file."""
 
     def __init__(
-        self, shard: qe.EdgeShard, lock: IO[bytes], *, executor: Blocking, timeout: float
+        self,
+        shard: qe.EdgeShard,
+        lock: IO[bytes],
+        *,
+        executor: Blocking,
+        timeout: float,
+        pieces: bool = True,
     ) -> None:
         self.shard = shard
+        # The shard has the pieces' multivector (made at FORMAT >= PIECES_FROM).
+        self.pieces = pieces
         self._lock_file = lock
         self._executor = executor
         self._timeout = timeout
@@ -97,11 +123,11 @@ class EdgeCalls:
                 "with `ragagent ingest --address`, or use a Qdrant server (RAGAGENT_QDRANT_URL)"
             ) from None
         try:
-            shard = _open_shard(root, dimension=dimension, model_name=model_name)
+            shard, pieces = _open_shard(root, dimension=dimension, model_name=model_name)
         except BaseException:
             lock.close()
             raise
-        return cls(shard, lock, executor=executor, timeout=timeout)
+        return cls(shard, lock, executor=executor, timeout=timeout, pieces=pieces)
 
     async def read(self, fn: Callable[[], T], deadline: Deadline | None, what: str) -> T:
         return await self._run(fn, deadline, what)
@@ -153,7 +179,8 @@ class EdgeCalls:
         await self._executor.run(close)
 
 
-def _open_shard(root: Path, *, dimension: int, model_name: str) -> qe.EdgeShard:
+def _open_shard(root: Path, *, dimension: int, model_name: str) -> tuple[qe.EdgeShard, bool]:
+    """The shard, and whether it has the pieces' multivector."""
     meta_path = root / "ragagent.json"
     path = root / "shard"
     if meta_path.is_file():
@@ -175,7 +202,7 @@ def _open_shard(root: Path, *, dimension: int, model_name: str) -> qe.EdgeShard:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         if missing:
             shard.flush()
-        return shard
+        return shard, int(meta.get("format", 1)) >= PIECES_FROM
     # Segments without the metadata file are a creation that did not finish: no chunk was
     # written yet (the file comes first), so starting over loses nothing.
     shutil.rmtree(path, ignore_errors=True)
@@ -189,4 +216,4 @@ def _open_shard(root: Path, *, dimension: int, model_name: str) -> qe.EdgeShard:
         json.dumps({"format": FORMAT, "dimension": dimension, "embedding_model": model_name})
     )
     os.replace(tmp, meta_path)
-    return shard
+    return shard, True

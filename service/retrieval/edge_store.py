@@ -1,7 +1,8 @@
 """The embedded store on qdrant-edge: HNSW search, payload indexes, WAL, per-document records.
 
-Every chunk is a point with a dense vector (cosine, on the embedder's normalised vectors)
-and a sparse BM25 vector (the engine applies IDF), and the chunk as payload. Every document
+Every chunk is a point with a dense vector (cosine, on the embedder's normalised vectors),
+a sparse BM25 vector (the engine applies IDF), its pieces' multivector (see
+``piece_vectors``) and the rest of the chunk as payload. Every document
 also has one vector-less point, its record (``kind: document``): the hash, chunk count and
 titles that ingestion, ``ListDocuments`` and ``GetCorpusStats`` need, so none of them reads
 the chunks. A record is written after its chunks and deleted before them, so a record
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,16 @@ from service.retrieval.edge_payload import (
     document_record,
     is_record,
     match,
+    piece_blend,
     record_id,
     summary,
     to_edge_filter,
+    with_pieces,
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
+from service.retrieval.piece_vectors import PIECES
 from service.retrieval.pipeline import EngineSearch
-from service.retrieval.qdrant_payload import url_prefixes
+from service.retrieval.qdrant_payload import chunk_payload
 
 log = get_logger("ragagent.store")
 
@@ -110,16 +113,32 @@ class EdgeStore(EngineSearch):
         filters: SearchFilters | None,
         score_threshold: float | None,
         deadline: Deadline | None,
+        piece_weight: float = 0.0,
     ) -> list[EngineHit]:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(list(vector), using=DENSE),
-            filter=to_edge_filter(filters)[0],
-            score_threshold=score_threshold,
-            with_payload=True,
-        )
+        edge_filter = to_edge_filter(filters)[0]
+        # The extractive strategy quotes by the hits' piece vectors.
+        pieces = [PIECES] if self._calls.pieces else None
+        if piece_weight > 0 and self._calls.pieces:
+            prefetches, formula = piece_blend(vector, piece_weight, limit, edge_filter)
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=prefetches,
+                query=formula,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=pieces,
+            )
+        else:
+            request = qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(list(vector), using=DENSE),
+                filter=edge_filter,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=pieces,
+            )
         found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
-        return [EngineHit(p.payload or {}, float(p.score)) for p in found]
+        return [EngineHit(with_pieces(p.payload, p.vector), float(p.score)) for p in found]
 
     async def fused(
         self,
@@ -191,13 +210,20 @@ class EdgeStore(EngineSearch):
         self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]
     ) -> list[qe.Point]:
         return [
-            qe.Point(
-                chunk.chunk_id,
-                {DENSE: list(vector), SPARSE: self._bm25.embed_document(chunk.text)},
-                {**asdict(chunk), "url_prefixes": url_prefixes(chunk.url)},
-            )
+            qe.Point(chunk.chunk_id, self._vectors(chunk, vector), chunk_payload(chunk))
             for chunk, vector in zip(chunks, vectors, strict=True)
         ]
+
+    def _vectors(self, chunk: Chunk, vector: Sequence[float]) -> dict[str, Any]:
+        named: dict[str, Any] = {
+            DENSE: list(vector),
+            SPARSE: self._bm25.embed_document(chunk.text),
+        }
+        # A chunk without pieces has no multivector (the engine takes none that is empty);
+        # a shard made before pieces has no place for one.
+        if chunk.piece_vectors and self._calls.pieces:
+            named[PIECES] = [list(row) for row in chunk.piece_vectors]
+        return named
 
     async def replace_document(
         self,

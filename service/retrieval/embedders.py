@@ -156,9 +156,9 @@ class FastEmbedEmbedder:
 
     def _embed_pieces_sync(
         self, texts: list[str], spans: list[list[Span | None]], shifts: list[int]
-    ) -> tuple[list[list[float]], list[str]]:
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
         vectors: list[list[float]] = [[] for _ in texts]
-        pieces: list[str] = ["" for _ in texts]
+        pieces: list[list[list[float]]] = [[] for _ in texts]
         model = self._model.model
         for batch in self.batches(texts):
             group = [texts[i] for i in batch]
@@ -173,7 +173,7 @@ class FastEmbedEmbedder:
                 matrix = piece_vectors.pool(
                     tokens[row], encodings[row].offsets, spans[index], shift=shifts[index]
                 )
-                pieces[index] = piece_vectors.encode(matrix)
+                pieces[index] = matrix.tolist()
         return vectors, pieces
 
     async def embed_with_pieces(
@@ -183,8 +183,8 @@ class FastEmbedEmbedder:
         shifts: Sequence[int],
         *,
         deadline: Deadline | None = None,
-    ) -> tuple[list[list[float]], list[str]]:
-        """Each text's vector, and the encoded vectors of its pieces (``piece_vectors``),
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """Each text's vector, and the vectors of its pieces (``piece_vectors``),
         from one model pass; a piece's span starts ``shift`` characters into its text."""
         if not texts:
             return [], []

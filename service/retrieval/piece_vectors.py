@@ -8,53 +8,32 @@ per token: a piece's vector is the mean of its tokens' vectors (the same mean po
 makes the chunk's vector, over the piece's span), so it costs no model time at all. The
 vectors are contextual: each token has seen the whole chunk.
 
-They are stored with the chunk as float16, base64 text, one row per piece of
-:func:`service.text.sentences.split_pieces` in order (a zero row where a piece could not be
-placed in the text); ``FORMAT`` names the layout and the piece splitting it follows, so that
-vectors made for other pieces are never used.
+They are stored with the chunk in the engine, as its named multivector ``pieces`` (float16,
+dot product on unit rows, no HNSW graph: it is only read for the candidates a search already
+found), one row per piece of :func:`service.text.sentences.split_pieces` in order (a zero row
+where a piece could not be placed in the text). The engine itself scores a chunk by its best
+piece (see :func:`piece_blend` in the stores), so a search decodes nothing; ``FORMAT`` names
+the layout and the piece splitting it follows, and is part of ingestion's re-index key, so
+that vectors made for other pieces are never used.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 # Changing the piece splitter or the layout changes this, which makes old vectors unused.
-FORMAT = "pieces-1"
+FORMAT = "pieces-2"  # pieces-1: float16 base64 text in the payload
+# The engine's name of the multivector.
+PIECES = "pieces"
 _WORD = re.compile(r"[A-Za-z0-9]+")
 # How far past a piece's first word its other words are looked for, in words.
 _REACH = 2
 
 Span = tuple[int, int]
-
-
-def encode(matrix: npt.NDArray[np.floating]) -> str:
-    """``FORMAT:rows:base64`` of the matrix as float16."""
-    data = np.ascontiguousarray(matrix, dtype="<f2").tobytes()
-    return f"{FORMAT}:{matrix.shape[0]}:{base64.b64encode(data).decode('ascii')}"
-
-
-def decode(text: str, rows: int, dimension: int) -> npt.NDArray[np.float32] | None:
-    """The stored matrix, or None when there is none or it was made for other pieces."""
-    if not text:
-        return None
-    fmt, _, rest = text.partition(":")
-    count, _, data = rest.partition(":")
-    if fmt != FORMAT or count != str(rows):
-        return None
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except ValueError:
-        return None
-    if len(raw) != rows * dimension * 2:
-        return None
-    return np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(rows, dimension)
 
 
 def locate(text: str, pieces: Sequence[str]) -> list[Span | None]:
@@ -123,54 +102,24 @@ def pool(
     return out
 
 
-def best_similarity(text: str, vector: npt.NDArray[np.float32]) -> float | None:
-    """The highest cosine between the unit ``vector`` and a stored piece (rows are unit
-    length, a zero row scores 0), or None when ``text`` holds no readable vectors."""
-    fmt, _, rest = text.partition(":")
-    count = rest.partition(":")[0]
-    if fmt != FORMAT or not count.isdigit() or int(count) == 0:
+def stored_row(
+    stored: Sequence[Sequence[float]], count: int, position: int
+) -> npt.NDArray[np.float32] | None:
+    """Row ``position`` of a chunk's stored vectors when they were made for its ``count``
+    pieces and the piece was placed (a zero row was not); None otherwise."""
+    if len(stored) != count or not 0 <= position < count:
         return None
-    matrix = _decoded(text, int(count), vector.shape[0])
-    if matrix is None:
-        return None
-    return float((matrix @ vector).max())
+    found = np.asarray(stored[position], dtype=np.float32)
+    return found if found.any() else None
 
 
-@functools.lru_cache(maxsize=1024)
-def _decoded(text: str, rows: int, dimension: int) -> npt.NDArray[np.float32] | None:
-    """:func:`decode`, kept for the chunks searched most: decoding was a third of what
-    scoring by pieces cost a search (20 candidates, ~10 pieces each). At most 1,024
-    matrices of ~10 x 384 float32, ~16 MB."""
-    matrix = decode(text, rows, dimension)
-    if matrix is not None:
-        matrix.flags.writeable = False  # shared between searches
-    return matrix
-
-
-@dataclass(frozen=True, slots=True)
-class PieceMatch:
-    """Scores a chunk by its best piece as well as by itself, for a search.
-
-    A chunk holds several facts; its one vector is the mean of all of them, so a question
-    about one fact can sit closer to a chunk that is about the question's subject in
-    general. The piece that states the fact matches that question better than its chunk
-    does: a chunk scores ``max(cosine, weight * best piece cosine)``. ``weight`` < 1 keeps
-    a short piece that merely repeats the question's words from outranking whole chunks.
-    Measured on the four read question sets (tests/eval, 137 answerable, 137
-    unanswerable, 2026-11-23): recall@5 0.920 -> 0.949, MRR 0.860 -> 0.879 at weight 0.9
-    over 20 candidates, rejection unchanged (0.964); 0.85-0.92 within 0.01 of it.
-    """
-
-    vector: npt.NDArray[np.float32]
-    weight: float
-
-    @classmethod
-    def of(cls, vector: Sequence[float], weight: float) -> PieceMatch:
-        return cls(np.asarray(vector, dtype=np.float32), weight)
-
-    def score(self, similarity: float, encoded: object) -> float:
-        """The chunk's score from its cosine and its stored pieces (a payload value)."""
-        if not isinstance(encoded, str) or not encoded:
-            return similarity
-        best = best_similarity(encoded, self.vector)
-        return similarity if best is None else max(similarity, self.weight * best)
+# How a search scores a chunk by its pieces (the stores ask their engine for it, see
+# ``edge_store`` and ``qdrant_store``): a chunk holds several facts; its one vector is the
+# mean of all of them, so a question about one fact can sit closer to a chunk that is about
+# the question's subject in general. The piece that states the fact matches that question
+# better than its chunk does: a chunk scores ``max(cosine, weight * best piece cosine)``
+# (the best piece is the engine's MaxSim of the query over the chunk's pieces). ``weight``
+# < 1 keeps a short piece that merely repeats the question's words from outranking whole
+# chunks. Measured on the four read question sets (tests/eval, 137 answerable, 137
+# unanswerable, 2026-11-23): recall@5 0.920 -> 0.949, MRR 0.860 -> 0.879 at weight 0.9 over
+# 20 candidates, rejection unchanged (0.964); 0.85-0.92 within 0.01 of it.

@@ -3,7 +3,8 @@
 1. embed the query (once per run: :class:`~service.retrieval.base.QueryVectors`);
 2. ask the engine for candidates (:class:`SearchEngine`: the store translates the request,
    filters included, to its engine and nothing more);
-3. score each candidate by its best piece too (:class:`~.piece_vectors.PieceMatch`);
+3. (in the engine's query) score each candidate by its best piece too
+   (:mod:`~service.retrieval.piece_vectors`);
 4. hold them to the threshold (on the retrieval score, or on the reranker's when told to);
 5. keep at most a few chunks of one page (:func:`diverse`);
 6. rerank (:mod:`service.retrieval.rerank`) and keep the ``limit`` best.
@@ -20,7 +21,6 @@ from typing import Protocol, cast
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
 from service.retrieval.base import Embedder, EngineHit, QueryVectors, SearchEngine, query_vector
-from service.retrieval.piece_vectors import PieceMatch
 from service.retrieval.qdrant_payload import chunk_from_payload
 from service.retrieval.rerank import Reranker
 
@@ -57,23 +57,15 @@ def exact_prefix(filters: SearchFilters | None) -> str | None:
     return filters.url_prefix
 
 
-def scored(
-    hits: Sequence[EngineHit], *, prefix: str | None, pieces: PieceMatch | None
-) -> list[ScoredChunk]:
-    """The engine's hits as chunks: refined to the exact URL prefix, scored by their best
-    piece too when ``pieces`` is given, clamped to 0..1, best first (stable: ties keep the
-    engine's order)."""
+def scored(hits: Sequence[EngineHit], *, prefix: str | None) -> list[ScoredChunk]:
+    """The engine's hits as chunks, in its order: refined to the exact URL prefix, scores
+    clamped to 0..1."""
     out = []
     for hit in hits:
         chunk = chunk_from_payload(hit.payload)
         if prefix is not None and not chunk.url.startswith(prefix):
             continue
-        raw = hit.similarity
-        if pieces is not None:
-            raw = pieces.score(raw, hit.payload.get("piece_vectors"))
-        out.append(ScoredChunk(chunk=chunk, score=max(0.0, min(1.0, raw))))
-    if pieces is not None:
-        out.sort(key=lambda h: h.score, reverse=True)
+        out.append(ScoredChunk(chunk=chunk, score=max(0.0, min(1.0, hit.similarity))))
     return out
 
 
@@ -147,23 +139,22 @@ class SearchPipeline:
         if steps.per_document > 0:
             # Chunks past a page's first few are dropped: read more to still fill ``wanted``.
             fetch = min(max(fetch, wanted * _DIVERSE_FACTOR), _PREFIX_MOST)
-        pieces = None
         if steps.hybrid and query.strip():
             hits = await self.engine.fused(
                 vector, query, limit=fetch, filters=filters, deadline=deadline
             )
         else:
-            # Pieces can lift a chunk above its cosine: the engine may not cut by it then.
+            # With pieces, the engine's score is already the chunk's with its best piece.
             cut: float | None = threshold if threshold > 0 else None
             if steps.piece_weight > 0:
-                pieces = PieceMatch.of(vector, steps.piece_weight)
-                fetch, cut = max(fetch, PIECE_CANDIDATES), None
+                fetch = max(fetch, PIECE_CANDIDATES)
             if steps.threshold_on_rerank and self.reranker is not None:
                 cut = None
             hits = await self.engine.nearest(
-                vector, limit=fetch, filters=filters, score_threshold=cut, deadline=deadline
-            )
-        candidates = scored(hits, prefix=prefix, pieces=pieces)
+                vector, limit=fetch, filters=filters, score_threshold=cut, deadline=deadline,
+                piece_weight=steps.piece_weight,
+            )  # fmt: skip
+        candidates = scored(hits, prefix=prefix)
         on_rerank = steps.threshold_on_rerank and self.reranker is not None
         if not on_rerank:
             candidates = at_least(candidates, threshold)

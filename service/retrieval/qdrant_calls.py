@@ -14,19 +14,20 @@ import asyncio
 import threading
 from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
 from service.domain import Deadline
 from service.errors import DeadlineExceeded, RagAgentError, StoreMismatch, StoreUnavailable
 from service.executor import Blocking
+from service.retrieval.piece_vectors import PIECES
 from service.retrieval.qdrant_create import setup_call
+from service.retrieval.qdrant_payload import DENSE
 
 T = TypeVar("T")
 Request = Callable[[], Coroutine[Any, Any, T]]
 
-DENSE = "dense"
 SPARSE = "bm25"
 # Payload fields the store filters on; indexed on servers (local mode scans anyway).
 KEYWORD_INDEXES = ("document_id", "module", "chapter", "url_prefixes", "document_hash", "access")
@@ -105,13 +106,15 @@ async def ensure_collection(
     payload_indexes: bool,
     deadline: Deadline | None = None,
     cluster: dict[str, Any] | None = None,
-) -> bool:
+) -> Layout:
     """Creates the collection for the embedder, or checks that the existing one fits it.
 
-    True when it has named vectors: ``dense`` and the sparse ``bm25`` that hybrid search
-    needs (every collection made now); False for one made before, with its one unnamed
-    vector, which keeps working for dense search. ``cluster``: shard number, replication
-    and write consistency factors for a new collection (see service.config.fleet)."""
+    Its layout: ``named`` when it has named vectors, ``dense`` and the sparse ``bm25`` that
+    hybrid search needs (False for one made before, with its one unnamed vector, which
+    keeps working for dense search); ``pieces`` when it has the pieces' multivector
+    (service.retrieval.piece_vectors; every collection made now). ``cluster``: shard
+    number, replication and write consistency factors for a new collection (see
+    service.config.fleet)."""
     client = calls.client
     # Every step tolerates other replicas doing the same at once (see qdrant_create).
     exists = await setup_call(
@@ -126,7 +129,8 @@ async def ensure_collection(
                     client.create_collection,
                     collection,
                     vectors_config={
-                        DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+                        DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                        PIECES: pieces_params(dimension),
                     },
                     # The engine keeps the IDF part of BM25: documents store term frequencies.
                     sparse_vectors_config={
@@ -147,12 +151,14 @@ async def ensure_collection(
         )
         assert info is not None  # a read never answers 409
         check_fits(info, collection, dimension=dimension, model_name=model_name)
-    named = info is None or (
-        isinstance(info.config.params.vectors, dict)
-        and SPARSE in (info.config.params.sparse_vectors or {})
+    vectors = info.config.params.vectors if info is not None else None
+    layout = Layout(
+        named=info is None
+        or (isinstance(vectors, dict) and SPARSE in (info.config.params.sparse_vectors or {})),
+        pieces=info is None or (isinstance(vectors, dict) and PIECES in vectors),
     )
     if not payload_indexes:  # local mode ignores them (and warns)
-        return named
+        return layout
     # Made by whoever created the collection; a replica that finds one missing (its maker
     # stopped half-way) makes it. Creating an index that exists is accepted by Qdrant.
     have = set(info.payload_schema) if info is not None else set()
@@ -167,7 +173,27 @@ async def ensure_collection(
                 deadline,
                 "creating payload indexes",
             )
-    return named
+    return layout
+
+
+class Layout(NamedTuple):
+    named: bool
+    pieces: bool
+
+
+def pieces_params(dimension: int) -> models.VectorParams:
+    """The pieces' multivector: unit rows (zero for a piece not placed), so dot is their
+    cosine; float16 as before; no HNSW graph, since pieces are only scored for the
+    candidates the dense search found (see EdgeStore's shard_config, the same)."""
+    return models.VectorParams(
+        size=dimension,
+        distance=models.Distance.DOT,
+        multivector_config=models.MultiVectorConfig(
+            comparator=models.MultiVectorComparator.MAX_SIM
+        ),
+        datatype=models.Datatype.FLOAT16,
+        hnsw_config=models.HnswConfigDiff(m=0),
+    )
 
 
 def check_fits(

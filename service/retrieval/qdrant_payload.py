@@ -5,6 +5,7 @@ Pure functions apart from :func:`open_qdrant_client`; the store in ``qdrant_stor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,10 @@ from service.access import FIELD, ReadAccess
 from service.datadir import private_dir
 from service.domain import Chunk, SearchFilters
 from service.errors import StoreLocked
+from service.retrieval.piece_vectors import PIECES
+
+# The dense vector's name (qdrant_calls imports this module's neighbours, not the reverse).
+DENSE = "dense"
 
 _CHUNK_FIELDS = {f.name for f in fields(Chunk)}
 
@@ -87,8 +92,43 @@ def readable(access: ReadAccess) -> models.Filter:
     return models.Filter(should=should)
 
 
+def piece_blend(
+    vector: Sequence[float], weight: float, limit: int, query_filter: models.Filter | None
+) -> list[models.Prefetch]:
+    """The server's form of :func:`~service.retrieval.edge_payload.piece_blend`: the
+    ``limit`` dense candidates, and the same rescored by MaxSim over their pieces."""
+    query = list(vector)
+
+    def dense() -> models.Prefetch:
+        return models.Prefetch(query=query, using=DENSE, limit=limit, filter=query_filter)
+
+    return [dense(), models.Prefetch(prefetch=dense(), query=[query], using=PIECES, limit=limit)]
+
+
+def blend_formula(weight: float) -> models.FormulaQuery:
+    """``max(cosine, weight * best piece)`` over :func:`piece_blend`'s two scores; a chunk
+    without pieces has no second score: it counts 0."""
+    return models.FormulaQuery(
+        formula=models.MaxExpression(
+            max=["$score[0]", models.MultExpression(mult=[weight, "$score[1]"])]
+        ),
+        defaults={"$score[1]": 0.0},
+    )
+
+
+def chunk_payload(chunk: Chunk) -> dict[str, Any]:
+    """What a chunk's point carries as payload: the chunk but its piece vectors (a vector
+    of the point's own), and the URL prefixes that prefix filters match."""
+    payload = {name: getattr(chunk, name) for name in _CHUNK_FIELDS if name != "piece_vectors"}
+    payload[FIELD] = list(chunk.access)
+    payload["url_prefixes"] = url_prefixes(chunk.url)
+    return payload
+
+
 def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
     chunk = {k: v for k, v in payload.items() if k in _CHUNK_FIELDS}
+    if not isinstance(chunk.get("piece_vectors", ()), list | tuple):
+        del chunk["piece_vectors"]  # an older layout's text (base64), not vectors
     if FIELD in chunk:
         chunk[FIELD] = tuple(chunk[FIELD] or ())
     return Chunk(**chunk)

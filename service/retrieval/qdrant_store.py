@@ -16,7 +16,6 @@ client's on the runtime's executor (it is synchronous), a server's on the loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from functools import partial
 from typing import Any
 
@@ -28,16 +27,20 @@ from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, EngineHit
-from service.retrieval.edge_payload import RRF_K, cosine
+from service.retrieval.edge_payload import RRF_K, cosine, with_pieces
+from service.retrieval.piece_vectors import PIECES
 from service.retrieval.pipeline import EngineSearch
 from service.retrieval.qdrant_aliases import generation, point
-from service.retrieval.qdrant_calls import DENSE, SPARSE, QdrantCalls, ensure_collection
+from service.retrieval.qdrant_calls import SPARSE, Layout, QdrantCalls, ensure_collection
 from service.retrieval.qdrant_create import setup_call
 from service.retrieval.qdrant_payload import (
+    DENSE,
+    blend_formula,
+    chunk_payload,
     match_value,
     open_qdrant_client,
+    piece_blend,
     to_filter,
-    url_prefixes,
 )
 from service.retrieval.qdrant_records import DocumentRecords
 
@@ -81,7 +84,8 @@ class QdrantStore(EngineSearch):
         self._collection = collection
         self._records = DocumentRecords(self._calls, collection)
         self.hybrid = hybrid
-        self._named = False  # learnt from the collection by ensure_collection()
+        # Learnt from the collection by ensure_collection().
+        self._layout = Layout(named=False, pieces=False)
         self._bm25 = qe.Bm25()  # the embedded engine's BM25 tokenizer, for the same terms
 
     @property
@@ -109,9 +113,15 @@ class QdrantStore(EngineSearch):
         if not exists:
             await self.create_generation(generation(self._collection, 1), deadline=deadline)
             await point(self._calls, self._collection, generation(self._collection, 1), deadline)
-        self._named = await self._ensure(self._collection, deadline)
+        self._layout = await self._ensure(self._collection, deadline)
         await self._records.ensure(deadline=deadline, cluster=self.cluster)
-        if self.hybrid and not self._named:
+        if not self._layout.pieces:
+            log.warning(
+                "this collection predates the pieces' multivector, so chunks are scored by "
+                "their own vector alone: `ragagent reindex` makes a generation that has it",
+                collection=self._collection,
+            )
+        if self.hybrid and not self._layout.named:
             log.warning(
                 "hybrid retrieval needs a collection with named dense and bm25 vectors; this "
                 "one predates them, so searches are dense: re-ingest into a new collection",
@@ -120,12 +130,12 @@ class QdrantStore(EngineSearch):
 
     async def create_generation(self, name: str, *, deadline: Deadline | None = None) -> None:
         """Makes (or checks) the collection ``name`` and its records, for this embedder."""
-        named = await self._ensure(name, deadline)
+        layout = await self._ensure(name, deadline)
         if name == self._collection:  # a store over the generation itself (reindex)
-            self._named = named
+            self._layout = layout
         await DocumentRecords(self._calls, name).ensure(deadline=deadline, cluster=self.cluster)
 
-    async def _ensure(self, name: str, deadline: Deadline | None) -> bool:
+    async def _ensure(self, name: str, deadline: Deadline | None) -> Layout:
         return await ensure_collection(
             self._calls,
             name,
@@ -146,23 +156,40 @@ class QdrantStore(EngineSearch):
         filters: SearchFilters | None,
         score_threshold: float | None,
         deadline: Deadline | None,
+        piece_weight: float = 0.0,
     ) -> list[EngineHit]:
-        response = await self._call(
-            partial(
+        query_filter = to_filter(filters)[0]
+        if piece_weight > 0 and self._layout.pieces:
+            request = partial(
+                self._client.query_points,
+                self._collection,
+                prefetch=piece_blend(vector, piece_weight, limit, query_filter),
+                query=blend_formula(piece_weight),
+            )
+        else:
+            request = partial(
                 self._client.query_points,
                 self._collection,
                 query=list(vector),
-                using=DENSE if self._named else None,
+                using=DENSE if self._layout.named else None,
+                query_filter=query_filter,
+            )
+        response = await self._call(
+            partial(
+                request,
                 limit=limit,
-                query_filter=to_filter(filters)[0],
                 score_threshold=score_threshold,
                 with_payload=True,
+                # The extractive strategy quotes by the hits' piece vectors.
+                with_vectors=[PIECES] if self._layout.pieces else False,
                 consistency=self._calls.read_consistency,
             ),
             deadline,
             "searching",
         )
-        return [EngineHit(p.payload or {}, float(p.score)) for p in response.points]
+        return [
+            EngineHit(with_pieces(p.payload, p.vector), float(p.score)) for p in response.points
+        ]
 
     async def fused(
         self,
@@ -176,7 +203,7 @@ class QdrantStore(EngineSearch):
         """Dense and BM25 candidates fused by RRF on the server; scores stay cosine (see
         :meth:`EdgeStore.fused`, which does the same in the embedded engine). A collection
         from before named vectors has no BM25 vectors: its searches stay dense."""
-        if not self._named:
+        if not self._layout.named:
             return await self.nearest(
                 vector, limit=limit, filters=filters, score_threshold=None, deadline=deadline
             )
@@ -221,12 +248,16 @@ class QdrantStore(EngineSearch):
         """Hashes of the documents that have a record: those written completely."""
         return {r.document_id: r.document_hash for r in await self._records.all(deadline=deadline)}
 
-    def _vectors(self, text: str, vector: Sequence[float]) -> Any:
-        if not self._named:
+    def _vectors(self, chunk: Chunk, vector: Sequence[float]) -> Any:
+        if not self._layout.named:
             return list(vector)
-        terms = self._bm25.embed_document(text)
+        terms = self._bm25.embed_document(chunk.text)
         sparse = models.SparseVector(indices=terms.indices, values=terms.values)
-        return {DENSE: list(vector), SPARSE: sparse}
+        named: dict[str, Any] = {DENSE: list(vector), SPARSE: sparse}
+        # None for a chunk without pieces: the engine takes no empty multivector.
+        if chunk.piece_vectors and self._layout.pieces:
+            named[PIECES] = [list(row) for row in chunk.piece_vectors]
+        return named
 
     async def replace_document(
         self,
@@ -241,8 +272,8 @@ class QdrantStore(EngineSearch):
         points = [
             models.PointStruct(
                 id=chunk.chunk_id,
-                vector=self._vectors(chunk.text, vector),
-                payload={**asdict(chunk), "url_prefixes": url_prefixes(chunk.url)},
+                vector=self._vectors(chunk, vector),
+                payload=chunk_payload(chunk),
             )
             for chunk, vector in zip(chunks, vectors, strict=True)
         ]

@@ -42,7 +42,7 @@ def sources_to_json(
         )
     return [
         {
-            "chunk": asdict(replace(s.hit.chunk, piece_vectors="")),
+            "chunk": asdict(replace(s.hit.chunk, piece_vectors=())),
             "score": s.hit.score,
             "citation": s.citation,
             **({"spans": spans[s.citation]} if s.citation in spans else {}),

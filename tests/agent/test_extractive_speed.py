@@ -177,13 +177,12 @@ async def test_pieces_with_stored_vectors_cost_no_model_call_but_the_question(
 ) -> None:
     from dataclasses import replace
 
-    from service.retrieval import piece_vectors
     from service.text.sentences import split_pieces
 
     text = LONG_PAGE
     pieces = [p.text for p in split_pieces(text)]
     stored = np.asarray(await counting.inner.embed_documents(pieces))
-    arm = replace(chunk("arm", text), piece_vectors=piece_vectors.encode(stored))
+    arm = replace(chunk("arm", text), piece_vectors=stored.tolist())
     question = "Which motor moves joint 7 of the robot arm?"
     retriever = FakeRetriever()
     retriever.add(question, (arm, 0.8))

@@ -27,7 +27,7 @@ from service.domain import Chunk
 from service.executor import BlockingExecutor
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.pipeline import SearchPipeline, SearchSteps
-from service.retrieval.qdrant_calls import DENSE
+from service.retrieval.qdrant_payload import DENSE
 from service.retrieval.qdrant_store import QdrantStore
 from tests.bench.common import report, summary
 

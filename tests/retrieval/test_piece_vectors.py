@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
@@ -54,16 +53,15 @@ def test_pieces_are_placed_in_the_text_in_order() -> None:
     ]
 
 
-def test_encoding_round_trips_and_refuses_other_layouts() -> None:
-    matrix = np.random.default_rng(1).normal(size=(3, 8)).astype(np.float32)
-    text = piece_vectors.encode(matrix)
-    decoded = piece_vectors.decode(text, 3, 8)
-    assert decoded is not None
-    np.testing.assert_allclose(decoded, matrix, atol=1e-2)
-    assert piece_vectors.decode(text, 4, 8) is None  # made for other pieces
-    assert piece_vectors.decode(text.replace("pieces-1", "pieces-0"), 3, 8) is None
-    assert piece_vectors.decode("", 3, 8) is None
-    assert piece_vectors.decode("pieces-1:3:not base64!", 3, 8) is None
+def test_a_stored_row_is_read_only_when_made_for_the_chunks_pieces() -> None:
+    rows = [[1.0, 0.0], [0.0, 0.0], [0.6, 0.8]]  # row 1: a piece that could not be placed
+    found = piece_vectors.stored_row(rows, 3, 2)
+    assert found is not None
+    np.testing.assert_allclose(found, [0.6, 0.8])
+    assert piece_vectors.stored_row(rows, 3, 1) is None
+    assert piece_vectors.stored_row(rows, 4, 0) is None  # made for other pieces
+    assert piece_vectors.stored_row(rows, 3, 3) is None
+    assert piece_vectors.stored_row((), 3, 0) is None  # stored without pieces
 
 
 async def test_one_model_pass_gives_the_chunk_vector_and_its_pieces_vectors() -> None:
@@ -72,14 +70,12 @@ async def test_one_model_pass_gives_the_chunk_vector_and_its_pieces_vectors() ->
     ingestor = Ingestor(embedder, store=None)  # type: ignore[arg-type]
     prepared = ingestor.prepare(SourceDocument(path="links.md", content=PAGE))
     texts = list(prepared.embed_texts)
-    vectors, encoded = await embedder.embed_with_pieces(
-        texts, prepared.piece_spans, prepared.shifts
-    )
+    vectors, rows = await embedder.embed_with_pieces(texts, prepared.piece_spans, prepared.shifts)
     np.testing.assert_allclose(vectors, await embedder.embed_documents(texts), atol=1e-4)
     chunk = prepared.chunks[0]
     pieces = split_pieces(chunk.text)
-    matrix = piece_vectors.decode(encoded[0], len(pieces), embedder.dimension)
-    assert matrix is not None
+    matrix = np.asarray(rows[0])
+    assert matrix.shape == (len(pieces), embedder.dimension)
     alone = np.asarray(await embedder.embed_documents([p.text for p in pieces]))
     similarity = np.sum(matrix * alone, axis=1)
     placed = [s is not None for s in prepared.piece_spans[0]]
@@ -109,22 +105,6 @@ async def test_an_ingested_chunk_carries_its_piece_vectors_through_the_store(
     finally:
         await runtime.close()
     pieces = split_pieces(hit.chunk.text)
-    stored = piece_vectors.decode(hit.chunk.piece_vectors, len(pieces), 384)
-    assert stored is not None
+    stored = np.asarray(hit.chunk.piece_vectors)
+    assert stored.shape == (len(pieces), 384)
     assert (np.linalg.norm(stored, axis=1) > 0.99).sum() >= len(pieces) - 1
-
-
-def test_a_chunk_scores_by_its_best_piece_when_it_has_readable_pieces() -> None:
-    rows = np.zeros((3, 4), dtype=np.float32)
-    rows[0] = [1, 0, 0, 0]
-    rows[2] = [0, 0.6, 0.8, 0]  # row 1 is zero: a piece that could not be placed
-    encoded = piece_vectors.encode(rows)
-    query = np.asarray([0, 0.6, 0.8, 0], dtype=np.float32)
-    assert piece_vectors.best_similarity(encoded, query) == pytest.approx(1.0, abs=1e-3)
-    match = piece_vectors.PieceMatch.of(query.tolist(), 0.9)
-    assert match.score(0.5, encoded) == pytest.approx(0.9, abs=1e-3)
-    assert match.score(0.95, encoded) == 0.95  # the chunk itself matches better
-    # Nothing readable: the chunk's own cosine, never an error.
-    for stored in ("", None, 42, "pieces-0:3:AAAA", "pieces-1:x:AAAA", "pieces-1:0:",
-                   "pieces-1:3:not base64!", piece_vectors.encode(rows[:, :2])):  # fmt: skip
-        assert match.score(0.5, stored) == 0.5

@@ -23,6 +23,7 @@ class ScriptedEngine:
             for doc, text, score in hits
         ]
         self.asked: list[tuple[int, float | None]] = []
+        self.piece_weights: list[float] = []
 
     async def nearest(
         self,
@@ -32,8 +33,10 @@ class ScriptedEngine:
         filters: SearchFilters | None,
         score_threshold: float | None,
         deadline: Deadline | None,
+        piece_weight: float = 0.0,
     ) -> list[EngineHit]:
         self.asked.append((limit, score_threshold))
+        self.piece_weights.append(piece_weight)
         return [h for h in self.hits if score_threshold is None or h.similarity >= score_threshold][
             :limit
         ]
@@ -129,11 +132,13 @@ async def test_a_url_prefix_not_ending_at_a_slash_is_refined_after_the_engine() 
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.9])
-async def test_piece_scoring_reads_more_candidates_and_lets_the_pipeline_cut(
+async def test_piece_scoring_reads_more_candidates_scored_and_cut_by_the_engine(
     weight: float,
 ) -> None:
     engine = ScriptedEngine(PAGES)
     await SearchPipeline(engine, Embedder(), SearchSteps(piece_weight=weight)).search(
         "q", limit=5, threshold=0.4
     )
-    assert engine.asked == ([(20, None)] if weight else [(5, 0.4)])
+    # The engine's score is the chunk's with its pieces: it may cut by the threshold.
+    assert engine.asked == ([(20, 0.4)] if weight else [(5, 0.4)])
+    assert engine.piece_weights == [weight]

@@ -20,7 +20,6 @@ from qdrant_client import AsyncQdrantClient
 from service.domain import Chunk, Deadline, SearchFilters
 from service.errors import DeadlineExceeded, StoreLocked, StoreMismatch
 from service.executor import BlockingExecutor
-from service.retrieval import piece_vectors
 from service.retrieval.base import ChunkStore
 from service.retrieval.edge_store import EdgeStore
 from service.retrieval.pipeline import SearchPipeline, SearchSteps
@@ -257,7 +256,7 @@ async def test_hybrid_fuses_by_rank_and_keeps_cosine_scores(store: ChunkStore) -
 def with_pieces(embedder: WordsEmbedder, item: Chunk, pieces: Sequence[str]) -> Chunk:
     """The chunk with its pieces' vectors stored, as ingestion stores them."""
     matrix = np.asarray([embedder.vector(p) for p in pieces], dtype=np.float32)
-    return replace(item, piece_vectors=piece_vectors.encode(matrix))
+    return replace(item, piece_vectors=matrix.tolist())
 
 
 FACT = "the depth camera streams ninety frames each second"
@@ -290,6 +289,12 @@ async def test_a_chunk_is_also_scored_by_its_best_piece(store: ChunkStore) -> No
     scored = await pieces.search(query, limit=2, threshold=0.0)
     assert [h.chunk.document_id for h in scored] == ["sim-sensors", "cameras"]
     assert scored[0].score == pytest.approx(0.9 * best, abs=1e-3)  # float16 pieces
+    # The engine gives the chunk's piece vectors with it, row by row (the extractive
+    # strategy quotes by them); a chunk stored without pieces has none.
+    stored = np.asarray(scored[0].chunk.piece_vectors)
+    assert stored.shape == (2, embedder.dimension)
+    assert float(stored[1] @ embedder.vector(f"Meanwhile {FACT}.")) == pytest.approx(1, abs=1e-3)
+    assert len(scored[1].chunk.piece_vectors) == 0
     # A threshold above the chunk's own cosine: its piece still carries it through.
     assert whole < 0.9 * best - 0.05
     above = await pieces.search(query, limit=2, threshold=whole + 0.05)
