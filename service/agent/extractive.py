@@ -131,6 +131,8 @@ async def run_extractive(
 
 
 def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
+    if candidate.piece.kind == "command":
+        return None  # code lines have no stored vector (a code-only chunk stores 0 rows)
     chunk = candidate.source.hit.chunk
     stored = piece_vectors.decode(chunk.piece_vectors, candidate.count, dimension)
     if stored is None or not stored[candidate.position].any():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from service.agent.commands import asks_for_command, command_pieces
 from service.domain import ResponseStatus
 from service.retrieval.base import Embedder
@@ -62,3 +64,22 @@ async def test_an_extractive_answer_quotes_the_command_asked_for(embedder: Embed
     retriever.add(plain, (chunk("build", PAGE, title="Workspaces"), 0.8))
     answer = completed(await collect(agent.run(request(plain)))).result.answer
     assert "`" not in answer, "no command quoted when none is asked for"
+
+
+async def test_a_command_from_a_chunk_that_is_all_code_is_quoted(embedder: Embedder) -> None:
+    """A chunk holding only a code block stores piece vectors for no pieces (0 rows): its
+    command lines are embedded at question time, not looked up there."""
+    from dataclasses import replace
+
+    from service.retrieval import piece_vectors
+
+    code = "```bash\ncolcon build --symlink-install\n```\n"
+    empty = piece_vectors.encode(np.zeros((0, embedder.dimension), dtype=np.float32))
+    stored = replace(chunk("code", code, title="Workspaces"), piece_vectors=empty)
+    question = "Which command builds the workspace?"
+    retriever = FakeRetriever()
+    retriever.add(question, (stored, 0.7))
+    agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
+    result = completed(await collect(agent.run(request(question)))).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert "`colcon build --symlink-install`" in result.answer
