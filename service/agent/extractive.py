@@ -8,10 +8,11 @@ so that answering costs no model call but the question's own, which the embedder
 holds from the search. Chunks stored without them (ingested before, or by an embedder that
 cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
 lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
-lead-in ending with ':' brings along what it introduces, and a sentence that leans on the
-one before ("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not
-quoted when its chunk does not hold it). The chosen are quoted in document
-order, each paragraph citing its source. Deterministic: the same sources give the same answer.
+lead-in ending with ':' brings along what it introduces, a chosen item of a short list the
+rest of it (an enumeration is quoted whole), and a sentence that leans on the one before
+("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when
+its chunk does not hold it). The chosen are quoted in document order, each paragraph citing
+its source. Deterministic: the same sources give the same answer.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ _DIVERSITY = 0.25
 LEXICAL_WEIGHT = 0.5
 # How many list items or table rows a chosen lead-in (ending with ":") brings along.
 LEAD_IN_ITEMS = 3
+# A chosen list item brings the rest of its list when the whole list is this short.
+LIST_CHARS = 300
 # How many sentences back a chosen one that leans on the one before may bring along.
 ANTECEDENTS = 2
 
@@ -192,13 +195,17 @@ def _with_continuations(
     chosen: list[_Candidate], pieces: dict[str, list[Piece]]
 ) -> list[_Candidate]:
     """The chosen in source then position order, each lead-in (ending with ':') followed by
-    what it introduces: the next sentence, or up to ``LEAD_IN_ITEMS`` list items or rows."""
+    what it introduces: the next sentence, its whole list when short (``_with_list``), or up
+    to ``LEAD_IN_ITEMS`` list items or rows; each chosen item of a short list with the rest
+    of its list."""
     picked = {(c.source.citation, c.position): c for c in chosen}
     for candidate in chosen:
-        _with_antecedents(candidate, pieces[_key(candidate.source)], picked)
+        own = pieces[_key(candidate.source)]
+        _with_antecedents(candidate, own, picked)
+        if _with_list(candidate, own, picked):
+            continue
         if not candidate.text.endswith(":"):
             continue
-        own = pieces[_key(candidate.source)]
         following = own[candidate.position + 1 : candidate.position + 1 + LEAD_IN_ITEMS]
         for offset, piece in enumerate(following, start=1):
             if piece.detached or (offset > 1 and (piece.kind == "sentence")):
@@ -208,6 +215,45 @@ def _with_continuations(
             if piece.kind == "sentence":
                 break
     return [picked[key] for key in sorted(picked)]
+
+
+def _list_span(own: list[Piece], position: int) -> tuple[int, int] | None:
+    """The list (a run of items with nothing between) holding or introduced by the piece at
+    ``position``, as a range of positions, with its lead-in when it has one."""
+    if position >= len(own):
+        return None  # a line of a code block
+    piece = own[position]
+    if piece.kind == "item":
+        start = position
+        while start > 0 and own[start - 1].kind == "item" and not own[start].detached:
+            start -= 1
+    elif piece.text.endswith(":") and position + 1 < len(own):
+        start = position + 1
+        if own[start].kind != "item" or own[start].detached:
+            return None
+    else:
+        return None
+    end = start + 1
+    while end < len(own) and own[end].kind == "item" and not own[end].detached:
+        end += 1
+    before = own[start - 1] if start > 0 else None
+    if before is not None and not own[start].detached and before.text.endswith(":"):
+        start -= 1  # its lead-in
+    return start, end
+
+
+def _with_list(
+    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
+) -> bool:
+    """Adds the rest of a chosen item's list (or of the list a chosen lead-in introduces)
+    when the whole list is short, ``LIST_CHARS`` at most: an enumeration is quoted whole."""
+    span = _list_span(own, candidate.position)
+    if span is None or sum(len(p.text) for p in own[span[0] : span[1]]) > LIST_CHARS:
+        return False
+    for position in range(*span):
+        key = (candidate.source.citation, position)
+        picked.setdefault(key, _Candidate(candidate.source, position, own[position]))
+    return True
 
 
 def _with_antecedents(
