@@ -11,7 +11,9 @@ lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``).
 lead-in ending with ':' brings along what it introduces, a chosen item of a short list the
 rest of it (an enumeration is quoted whole), and a sentence that leans on the one before
 ("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when
-its chunk does not hold it). The chosen are quoted in document order, each paragraph citing
+its chunk does not hold it). Lines of code blocks are candidates too, quoted as code: those
+sharing a word with the question, or the command lines when it asks for a command
+(:mod:`commands`). The chosen are quoted in document order, each paragraph citing
 its source. Deterministic: the same sources give the same answer.
 """
 
@@ -25,14 +27,14 @@ import numpy as np
 import numpy.typing as npt
 
 from service.agent.anaphora import leans_back
-from service.agent.commands import asks_for_command, command_pieces
+from service.agent.commands import asks_for_command, code_lines, command_pieces
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
 from service.domain import ResponseStatus, Source
 from service.errors import DeadlineExceeded
 from service.retrieval import piece_vectors
-from service.text.sentences import Piece, lexical_overlap, split_pieces
+from service.text.sentences import Piece, content_words, lexical_overlap, split_pieces
 
 MAX_CANDIDATES = 300
 # Pieces embedded per question (RAGAGENT_EXTRACTIVE_CANDIDATES): the time to the first delta
@@ -56,6 +58,7 @@ ANTECEDENTS = 2
 
 _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
+_CODE = ("command", "code")  # pieces from code blocks, quoted as code
 _HAS_FACT = re.compile(r"\d|\b[A-Z][A-Za-z0-9]*[A-Z0-9]")  # a number, an acronym, a model name
 
 
@@ -88,6 +91,8 @@ async def run_extractive(
     )
     if asks_for_command(request.query):
         candidates += _commands(sources, pieces, len(candidates))
+    else:
+        candidates += _code_lines(sources, pieces, len(candidates), request.query)
     if not candidates:
         return await run.no_answer()
     lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
@@ -119,8 +124,8 @@ async def run_extractive(
     picked = _with_continuations([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
-        command = candidate.piece.kind == "command"
-        await run.write(f"`{candidate.text}`" if command else candidate.text)
+        code = candidate.piece.kind in _CODE
+        await run.write(f"`{candidate.text}`" if code else candidate.text)
         if following is not None and _unclosed_item(candidate, following):
             await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
@@ -134,7 +139,7 @@ async def run_extractive(
 
 
 def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
-    if candidate.piece.kind == "command":
+    if candidate.piece.kind in _CODE:
         return None  # code lines have no stored vector (a code-only chunk stores 0 rows)
     chunk = candidate.source.hit.chunk
     stored = piece_vectors.decode(chunk.piece_vectors, candidate.count, dimension)
@@ -323,6 +328,25 @@ def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) 
                 continue
             seen.add(piece.text)
             found.append(_Candidate(source, start + offset, piece, 0))
+    return found
+
+
+def _code_lines(
+    sources: list[Source], pieces: dict[str, list[Piece]], have: int, question: str
+) -> list[_Candidate]:
+    """The code lines of the sources that share a content word with the question, placed
+    after each chunk's own pieces (embedded now, like commands)."""
+    wanted = content_words(question)
+    found: list[_Candidate] = []
+    seen: set[str] = set()
+    for source in sources:
+        start = len(pieces[_key(source)])
+        for offset, piece in enumerate(code_lines(source.hit.chunk.text)):
+            if piece.text in seen or have + len(found) >= MAX_CANDIDATES:
+                continue
+            if content_words(piece.text) & wanted:
+                seen.add(piece.text)
+                found.append(_Candidate(source, start + offset, piece, 0))
     return found
 
 
