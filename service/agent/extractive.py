@@ -256,8 +256,12 @@ def _with_list(
     if span is None or sum(len(p.text) for p in own[span[0] : span[1]]) > LIST_CHARS:
         return False
     for position in range(*span):
-        key = (candidate.source.citation, position)
-        picked.setdefault(key, _Candidate(candidate.source, position, own[position]))
+        piece = own[position]
+        if _needs_antecedent(piece) and (position == 0 or piece.detached):
+            continue  # a lead-in pointing outside its chunk: the items stand without it
+        added = _Candidate(candidate.source, position, piece)
+        picked.setdefault((candidate.source.citation, position), added)
+        _with_antecedents(added, own, picked)
     return True
 
 

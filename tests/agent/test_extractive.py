@@ -321,6 +321,25 @@ def test_a_short_list_is_quoted_whole_from_any_of_its_items_or_its_lead_in() -> 
     ], "a list ends where a paragraph comes between"
 
 
+def test_a_lists_lead_in_that_leans_back_comes_with_its_antecedent_or_not_at_all() -> None:
+    items = "- a battery pack\n- two servo motors\n- a wooden frame\n"
+    alone = _source(f"That's why the kit has:\n\n{items}")
+    after = _source(f"Robots need power and motion.\nThat's why the kit has:\n\n{items}", 2)
+    for source, expected in (
+        (alone, []),
+        (after, ["Robots need power and motion.", "That's why the kit has:"]),
+    ):
+        pieces = _pieces(source)
+        own = pieces[source.hit.chunk.chunk_id]
+        chosen = [_Candidate(source, len(own) - 1, own[-1])]
+        assert [c.text for c in _with_continuations(chosen, pieces)] == [
+            *expected,
+            "a battery pack",
+            "two servo motors",
+            "a wooden frame",
+        ]
+
+
 def test_an_item_of_a_long_list_is_quoted_alone() -> None:
     items = [
         f"item {n} with a sentence long enough to fill most of a line of text" for n in "abcde"
