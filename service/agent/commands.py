@@ -1,11 +1,19 @@
-"""Commands in code blocks, quotable when the question asks for one.
+"""Lines of code blocks the extractive strategy may quote.
 
-The extractive strategy quotes prose, list items and table rows; code is left out, since a
-block of code read as a sentence says nothing. A question that asks for a command ("Which
-command builds the workspace?", "How do I launch ...?") is answered by one, though, so then
-the command lines of the retrieved chunks become candidates too: the lines of a fenced block
-marked as a shell session (bash, sh, console, ...), or of any block whose lines are prompts
-("$ ros2 run ..."). Comments, output and blank lines are not commands.
+The extractive strategy quotes prose, list items and table rows; a block of code read as a
+sentence says nothing. Single lines of it often state the fact asked for, though: a value
+(``temperature: 0.3``, ``SAMPLE_RATE = 16000``), a field, a command. So:
+
+- A question that asks for a command ("Which command builds the workspace?", "How do I
+  launch ...?") makes the command lines of the retrieved chunks candidates
+  (:func:`command_pieces`): the lines of a fenced block marked as a shell session (bash, sh,
+  console, ...), or of any block whose lines are prompts ("$ ros2 run ..."). Comments,
+  output and blank lines are not commands.
+- Any other question makes candidates of the code lines (:func:`code_lines`) that share one
+  of its content words, the extractive strategy decides (``temperature`` in "What
+  temperature does the planner use?"): short lines with a word in them, not lines that only
+  open a block (``def f():``, ``model:``, ``<link name="base">``), bare calls or box
+  drawings.
 """
 
 from __future__ import annotations
@@ -56,5 +64,46 @@ def _command(line: str, *, shell: bool) -> str:
         return ""  # code of another language, or output
     line = line.strip()
     if not line or line.startswith("#") or len(line) > MAX_COMMAND_CHARS:
+        return ""
+    return line
+
+
+# The longest code line quoted: a longer one is not a fact read at a glance.
+MAX_CODE_LINE_CHARS = 100
+_WORD_CHAR = re.compile(r"[A-Za-z]")
+_OPENS_BLOCK = (":", "{", "(", "[")
+_BARE_CALL = re.compile(r"^[\w.]+\(\)$")
+# An element's opening or closing tag alone (``<link name="base_link">``): it opens a block.
+_TAG_ONLY = re.compile(r"^</?[\w:.-]+(?:\s[^<>]*[^/<>])?>$")
+_BOX_DRAWING = re.compile(r"[\u2500-\u257f]")
+
+
+def code_lines(text: str) -> list[Piece]:
+    """The lines of ``text``'s code blocks that can stand as a quote, in order (each its own
+    piece, a prompt dropped): a value, a field, a call with arguments, a comment."""
+    pieces: list[Piece] = []
+    inside = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            inside = not inside
+            continue
+        if inside:
+            quoted = _code_line(line)
+            if quoted:
+                pieces.append(Piece(quoted, "code", detached=True))
+    return pieces
+
+
+def _code_line(line: str) -> str:
+    prompt = _PROMPT.match(line)
+    line = (line[prompt.end() :] if prompt else line).strip().rstrip(",;")
+    if (
+        len(line) > MAX_CODE_LINE_CHARS
+        or not _WORD_CHAR.search(line)
+        or _BOX_DRAWING.search(line)
+        or line.endswith(_OPENS_BLOCK)
+        or _BARE_CALL.match(line)
+        or _TAG_ONLY.match(line)
+    ):
         return ""
     return line

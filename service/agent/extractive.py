@@ -8,10 +8,13 @@ so that answering costs no model call but the question's own, which the embedder
 holds from the search. Chunks stored without them (ingested before, or by an embedder that
 cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
 lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
-lead-in ending with ':' brings along what it introduces, and a sentence that leans on the
-one before ("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not
-quoted when its chunk does not hold it). The chosen are quoted in document
-order, each paragraph citing its source. Deterministic: the same sources give the same answer.
+lead-in ending with ':' brings along what it introduces, a chosen item of a short list the
+rest of it (an enumeration is quoted whole), and a sentence that leans on the one before
+("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when
+its chunk does not hold it). Lines of code blocks are candidates too, quoted as code: those
+sharing a word with the question, or the command lines when it asks for a command
+(:mod:`commands`). The chosen are quoted in document order, each paragraph citing
+its source. Deterministic: the same sources give the same answer.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ import numpy as np
 import numpy.typing as npt
 
 from service.agent.anaphora import leans_back
-from service.agent.commands import asks_for_command, command_pieces
+from service.agent.commands import asks_for_command, code_lines, command_pieces
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
 from service.domain import ResponseStatus, Source
 from service.errors import DeadlineExceeded
 from service.retrieval import piece_vectors
-from service.text.sentences import Piece, lexical_overlap, split_pieces
+from service.text.sentences import Piece, content_words, lexical_overlap, split_pieces
 
 MAX_CANDIDATES = 300
 # Pieces embedded per question (RAGAGENT_EXTRACTIVE_CANDIDATES): the time to the first delta
@@ -48,11 +51,14 @@ _DIVERSITY = 0.25
 LEXICAL_WEIGHT = 0.5
 # How many list items or table rows a chosen lead-in (ending with ":") brings along.
 LEAD_IN_ITEMS = 3
+# A chosen list item brings the rest of its list when the whole list is this short.
+LIST_CHARS = 300
 # How many sentences back a chosen one that leans on the one before may bring along.
 ANTECEDENTS = 2
 
 _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
+_CODE = ("command", "code")  # pieces from code blocks, quoted as code
 _HAS_FACT = re.compile(r"\d|\b[A-Z][A-Za-z0-9]*[A-Z0-9]")  # a number, an acronym, a model name
 
 
@@ -85,6 +91,8 @@ async def run_extractive(
     )
     if asks_for_command(request.query):
         candidates += _commands(sources, pieces, len(candidates))
+    else:
+        candidates += _code_lines(sources, pieces, len(candidates), request.query)
     if not candidates:
         return await run.no_answer()
     lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
@@ -116,8 +124,8 @@ async def run_extractive(
     picked = _with_continuations([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
-        command = candidate.piece.kind == "command"
-        await run.write(f"`{candidate.text}`" if command else candidate.text)
+        code = candidate.piece.kind in _CODE
+        await run.write(f"`{candidate.text}`" if code else candidate.text)
         if following is not None and _unclosed_item(candidate, following):
             await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
@@ -131,6 +139,8 @@ async def run_extractive(
 
 
 def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
+    if candidate.piece.kind in _CODE:
+        return None  # code lines have no stored vector (a code-only chunk stores 0 rows)
     chunk = candidate.source.hit.chunk
     row = piece_vectors.stored_row(chunk.piece_vectors, candidate.count, candidate.position)
     return row if row is not None and row.shape == (dimension,) else None
@@ -187,13 +197,17 @@ def _with_continuations(
     chosen: list[_Candidate], pieces: dict[str, list[Piece]]
 ) -> list[_Candidate]:
     """The chosen in source then position order, each lead-in (ending with ':') followed by
-    what it introduces: the next sentence, or up to ``LEAD_IN_ITEMS`` list items or rows."""
+    what it introduces: the next sentence, its whole list when short (``_with_list``), or up
+    to ``LEAD_IN_ITEMS`` list items or rows; each chosen item of a short list with the rest
+    of its list."""
     picked = {(c.source.citation, c.position): c for c in chosen}
     for candidate in chosen:
-        _with_antecedents(candidate, pieces[_key(candidate.source)], picked)
+        own = pieces[_key(candidate.source)]
+        _with_antecedents(candidate, own, picked)
+        if _with_list(candidate, own, picked):
+            continue
         if not candidate.text.endswith(":"):
             continue
-        own = pieces[_key(candidate.source)]
         following = own[candidate.position + 1 : candidate.position + 1 + LEAD_IN_ITEMS]
         for offset, piece in enumerate(following, start=1):
             if piece.detached or (offset > 1 and (piece.kind == "sentence")):
@@ -203,6 +217,49 @@ def _with_continuations(
             if piece.kind == "sentence":
                 break
     return [picked[key] for key in sorted(picked)]
+
+
+def _list_span(own: list[Piece], position: int) -> tuple[int, int] | None:
+    """The list (a run of items with nothing between) holding or introduced by the piece at
+    ``position``, as a range of positions, with its lead-in when it has one."""
+    if position >= len(own):
+        return None  # a line of a code block
+    piece = own[position]
+    if piece.kind == "item":
+        start = position
+        while start > 0 and own[start - 1].kind == "item" and not own[start].detached:
+            start -= 1
+    elif piece.text.endswith(":") and position + 1 < len(own):
+        start = position + 1
+        if own[start].kind != "item" or own[start].detached:
+            return None
+    else:
+        return None
+    end = start + 1
+    while end < len(own) and own[end].kind == "item" and not own[end].detached:
+        end += 1
+    before = own[start - 1] if start > 0 else None
+    if before is not None and not own[start].detached and before.text.endswith(":"):
+        start -= 1  # its lead-in
+    return start, end
+
+
+def _with_list(
+    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
+) -> bool:
+    """Adds the rest of a chosen item's list (or of the list a chosen lead-in introduces)
+    when the whole list is short, ``LIST_CHARS`` at most: an enumeration is quoted whole."""
+    span = _list_span(own, candidate.position)
+    if span is None or sum(len(p.text) for p in own[span[0] : span[1]]) > LIST_CHARS:
+        return False
+    for position in range(*span):
+        piece = own[position]
+        if _needs_antecedent(piece) and (position == 0 or piece.detached):
+            continue  # a lead-in pointing outside its chunk: the items stand without it
+        added = _Candidate(candidate.source, position, piece)
+        picked.setdefault((candidate.source.citation, position), added)
+        _with_antecedents(added, own, picked)
+    return True
 
 
 def _with_antecedents(
@@ -272,6 +329,25 @@ def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) 
                 continue
             seen.add(piece.text)
             found.append(_Candidate(source, start + offset, piece, 0))
+    return found
+
+
+def _code_lines(
+    sources: list[Source], pieces: dict[str, list[Piece]], have: int, question: str
+) -> list[_Candidate]:
+    """The code lines of the sources that share a content word with the question, placed
+    after each chunk's own pieces (embedded now, like commands)."""
+    wanted = content_words(question)
+    found: list[_Candidate] = []
+    seen: set[str] = set()
+    for source in sources:
+        start = len(pieces[_key(source)])
+        for offset, piece in enumerate(code_lines(source.hit.chunk.text)):
+            if piece.text in seen or have + len(found) >= MAX_CANDIDATES:
+                continue
+            if content_words(piece.text) & wanted:
+                seen.add(piece.text)
+                found.append(_Candidate(source, start + offset, piece, 0))
     return found
 
 

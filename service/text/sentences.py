@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-PieceKind = Literal["sentence", "item", "row", "command"]
+PieceKind = Literal["sentence", "item", "row", "command", "code"]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _NOT_PROSE = re.compile(r"^\s*(#|\||<|!\[|import\s|export\s|:::|---|\*\*\*|>\s*\[!)")

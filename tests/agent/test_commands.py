@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from service.agent.commands import asks_for_command, command_pieces
+import numpy as np
+
+from service.agent.commands import asks_for_command, code_lines, command_pieces
 from service.domain import ResponseStatus
 from service.retrieval.base import Embedder
 from tests.agent.support import FakeRetriever, chunk, collect, completed, make_agent, request
@@ -62,3 +64,78 @@ async def test_an_extractive_answer_quotes_the_command_asked_for(embedder: Embed
     retriever.add(plain, (chunk("build", PAGE, title="Workspaces"), 0.8))
     answer = completed(await collect(agent.run(request(plain)))).result.answer
     assert "`" not in answer, "no command quoted when none is asked for"
+
+
+async def test_a_command_from_a_chunk_that_is_all_code_is_quoted(embedder: Embedder) -> None:
+    """A chunk holding only a code block stores piece vectors for no pieces (0 rows): its
+    command lines are embedded at question time, not looked up there."""
+    from dataclasses import replace
+
+    from service.retrieval import piece_vectors
+
+    code = "```bash\ncolcon build --symlink-install\n```\n"
+    empty = piece_vectors.encode(np.zeros((0, embedder.dimension), dtype=np.float32))
+    stored = replace(chunk("code", code, title="Workspaces"), piece_vectors=empty)
+    question = "Which command builds the workspace?"
+    retriever = FakeRetriever()
+    retriever.add(question, (stored, 0.7))
+    agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
+    result = completed(await collect(agent.run(request(question)))).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert "`colcon build --symlink-install`" in result.answer
+
+
+CONFIG_PAGE = """The planner node asks a language model for a plan of robot actions.
+
+```yaml
+task_planner_node:
+  ros__parameters:
+    temperature: 0.3
+    model: "gpt-4o"
+```
+
+```python
+def plan(self, request):
+    rclpy.spin_once()
+    return self.client.complete(request, max_tokens=512)
+```
+
+```xml
+<link name="base_link">
+  <mass value="1.0"/>
+</link>
+```
+
+```
+┌──────────────┐
+│ Planner node │
+└──────────────┘
+```
+"""
+
+
+def test_code_lines_are_the_lines_that_state_something() -> None:
+    assert [p.text for p in code_lines(CONFIG_PAGE)] == [
+        "temperature: 0.3",
+        'model: "gpt-4o"',
+        "return self.client.complete(request, max_tokens=512)",
+        '<mass value="1.0"/>',
+    ], "no block openers (def, keys, tags), bare calls or box drawings"
+    assert all(p.kind == "code" for p in code_lines(CONFIG_PAGE))
+
+
+async def test_a_code_line_sharing_the_questions_words_is_quoted(embedder: Embedder) -> None:
+    question = "What temperature does the planner node use for the language model?"
+    retriever = FakeRetriever()
+    retriever.add(question, (chunk("planner", CONFIG_PAGE, title="Planner"), 0.8))
+    agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
+    result = completed(await collect(agent.run(request(question)))).result
+    assert result.status is ResponseStatus.SUCCESS
+    assert "`temperature: 0.3`" in result.answer
+    [span] = [c for c in result.citations if "temperature" in result.answer[c.start : c.end]]
+    assert CONFIG_PAGE[span.quote_start : span.quote_end] == "temperature: 0.3"
+
+    unrelated = "What does the planner node ask for?"
+    retriever.add(unrelated, (chunk("planner", CONFIG_PAGE, title="Planner"), 0.8))
+    answer = completed(await collect(agent.run(request(unrelated)))).result.answer
+    assert "`" not in answer, "no code line shares a word with the question"

@@ -264,9 +264,11 @@ def test_short_items_with_facts_are_candidates_and_dangling_lead_ins_are_not() -
 
 
 def test_a_lead_in_brings_the_items_it_introduces() -> None:
+    long = "and a long description of what it is for, how it is fitted and when it wears out"
     source = _source(
-        "Other text comes first in this paragraph.\n\nThe kit has three parts:\n\n"
-        "- a battery\n- two motors\n- a frame\n- a manual\n\nUnrelated text follows."
+        "Other text comes first in this paragraph.\n\nThe kit has these parts:\n\n"
+        f"- a battery {long}\n- two motors {long}\n- a frame {long}\n- a manual {long}\n\n"
+        "Unrelated text follows."
     )
     pieces = _pieces(source)
     own = pieces[source.hit.chunk.chunk_id]
@@ -274,11 +276,11 @@ def test_a_lead_in_brings_the_items_it_introduces() -> None:
     first = _Candidate(source, 0, own[0])
     assert [c.text for c in _with_continuations([lead_in, first], pieces)] == [
         "Other text comes first in this paragraph.",
-        "The kit has three parts:",
-        "a battery",
-        "two motors",
-        "a frame",
-    ]
+        "The kit has these parts:",
+        f"a battery {long}",
+        f"two motors {long}",
+        f"a frame {long}",
+    ], "a long list: its first LEAD_IN_ITEMS items"
     sentence = _source("It works like this: The motor turns. Then it stops.", 2)
     pieces = _pieces(sentence)
     assert [
@@ -289,6 +291,64 @@ def test_a_lead_in_brings_the_items_it_introduces() -> None:
     ] == [
         "It works like this: The motor turns.",
     ]
+
+
+def test_a_short_list_is_quoted_whole_from_any_of_its_items_or_its_lead_in() -> None:
+    source = _source(
+        "Contributions follow a few steps, listed here for reference.\n\n"
+        "To contribute:\n\n1. Fork repository\n2. Create feature branch\n3. Add tests\n"
+        "4. Submit PR with a description\n\nReviews take about a week in most cases.\n\n"
+        "- an unrelated item after the paragraph"
+    )
+    pieces = _pieces(source)
+    own = pieces[source.hit.chunk.chunk_id]
+    steps = [
+        "Fork repository",
+        "Create feature branch",
+        "Add tests",
+        "Submit PR with a description",
+    ]
+    whole = ["To contribute:", *steps]
+    item = own.index(next(p for p in own if p.text.startswith("Submit")))
+    lead_in = own.index(next(p for p in own if p.text == "To contribute:"))
+    for position in (item, lead_in):
+        chosen = [_Candidate(source, position, own[position])]
+        assert [c.text for c in _with_continuations(chosen, pieces)] == whole
+    unrelated = len(own) - 1
+    chosen = [_Candidate(source, unrelated, own[unrelated])]
+    assert [c.text for c in _with_continuations(chosen, pieces)] == [
+        "an unrelated item after the paragraph"
+    ], "a list ends where a paragraph comes between"
+
+
+def test_a_lists_lead_in_that_leans_back_comes_with_its_antecedent_or_not_at_all() -> None:
+    items = "- a battery pack\n- two servo motors\n- a wooden frame\n"
+    alone = _source(f"That's why the kit has:\n\n{items}")
+    after = _source(f"Robots need power and motion.\nThat's why the kit has:\n\n{items}", 2)
+    for source, expected in (
+        (alone, []),
+        (after, ["Robots need power and motion.", "That's why the kit has:"]),
+    ):
+        pieces = _pieces(source)
+        own = pieces[source.hit.chunk.chunk_id]
+        chosen = [_Candidate(source, len(own) - 1, own[-1])]
+        assert [c.text for c in _with_continuations(chosen, pieces)] == [
+            *expected,
+            "a battery pack",
+            "two servo motors",
+            "a wooden frame",
+        ]
+
+
+def test_an_item_of_a_long_list_is_quoted_alone() -> None:
+    items = [
+        f"item {n} with a sentence long enough to fill most of a line of text" for n in "abcde"
+    ]
+    source = _source("\n".join(f"- {text}" for text in items))
+    pieces = _pieces(source)
+    own = pieces[source.hit.chunk.chunk_id]
+    chosen = [_Candidate(source, 2, own[2])]
+    assert [c.text for c in _with_continuations(chosen, pieces)] == [items[2]]
 
 
 async def test_items_of_a_list_are_quoted_as_a_list(embedder: Embedder) -> None:
