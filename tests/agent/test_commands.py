@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from service.agent.commands import asks_for_command, code_lines, command_pieces
 from service.domain import ResponseStatus
 from service.retrieval.base import Embedder
@@ -71,11 +69,8 @@ async def test_a_command_from_a_chunk_that_is_all_code_is_quoted(embedder: Embed
     command lines are embedded at question time, not looked up there."""
     from dataclasses import replace
 
-    from service.retrieval import piece_vectors
-
     code = "```bash\ncolcon build --symlink-install\n```\n"
-    empty = piece_vectors.encode(np.zeros((0, embedder.dimension), dtype=np.float32))
-    stored = replace(chunk("code", code, title="Workspaces"), piece_vectors=empty)
+    stored = replace(chunk("code", code, title="Workspaces"), piece_vectors=[])
     question = "Which command builds the workspace?"
     retriever = FakeRetriever()
     retriever.add(question, (stored, 0.7))
