@@ -26,9 +26,17 @@ Code = grpc.StatusCode
 ALLOWED: dict[str, frozenset[Code]] = {
     # A session id that does not exist, or is another caller's: NOT_FOUND; one with a turn
     # still running: ABORTED.
-    "Ask": frozenset({Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.ABORTED}),
-    "AskStream": frozenset({Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.ABORTED}),
+    # Background runs beyond RAGAGENT_RUN_MAX_PER_CALLER: RESOURCE_EXHAUSTED.
+    "Ask": frozenset(
+        {Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.ABORTED, Code.RESOURCE_EXHAUSTED}
+    ),
+    "AskStream": frozenset(
+        {Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.ABORTED, Code.RESOURCE_EXHAUSTED}
+    ),
     "Retrieve": frozenset({Code.OK, Code.INVALID_ARGUMENT}),
+    # A run id nobody was given: NOT_FOUND (ids are unguessable).
+    "ResumeStream": frozenset({Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND}),
+    "CancelRun": frozenset({Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND}),
     "IngestDocuments": frozenset({Code.OK, Code.INVALID_ARGUMENT}),
     "DeleteDocument": frozenset({Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND}),
     "ListDocuments": frozenset({Code.OK, Code.INVALID_ARGUMENT}),

@@ -37,6 +37,8 @@ def test_every_rpc_of_every_service_is_fuzzed() -> None:
         "Ask",
         "AskStream",
         "Retrieve",
+        "ResumeStream",
+        "CancelRun",
         "IngestDocuments",
         "DeleteDocument",
         "ListDocuments",
