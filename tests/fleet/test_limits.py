@@ -41,25 +41,38 @@ def _call(who: str, *, streaming: bool = False) -> Call:
     return call
 
 
+def _five_a_minute(folder: Path, keys: Path, extra: list[dict[str, str]]) -> list[ServerProcess]:
+    """One serving replica per ``extra`` (its own settings), all at five calls a minute per
+    principal, counted in one Redis under a prefix of their own."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    replicas = [
+        ServerProcess.launch(
+            folder / f"replica-{i}",
+            api_keys_file=str(keys),
+            rate_limit_requests_per_minute="5",
+            limits_redis_url=REDIS_URL,
+            limits_redis_prefix=prefix,
+            **settings,
+        )
+        for i, settings in enumerate(extra)
+    ]
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+    except BaseException:
+        for replica in replicas:
+            replica.stop()
+        raise
+    return replicas
+
+
 @pytest.mark.timeout(300)
 def test_five_a_minute_across_two_replicas_admits_exactly_five(tmp_path: Path) -> None:
     _redis_or_skip()
     keys = tmp_path / "keys.jsonl"
     _, alice = new_key(keys, "alice", "corpus:read")
-    prefix = f"test:{uuid.uuid4().hex}:"
-    replicas = [
-        ServerProcess.launch(
-            tmp_path / f"replica-{i}",
-            api_keys_file=str(keys),
-            rate_limit_requests_per_minute="5",
-            limits_redis_url=REDIS_URL,
-            limits_redis_prefix=prefix,
-        )
-        for i in range(2)
-    ]
+    replicas = _five_a_minute(tmp_path, keys, [{}, {}])
     try:
-        for replica in replicas:
-            replica.wait_ready()
         outcomes = []
         for n in range(10):
             with grpc.insecure_channel(replicas[n % 2].target) as channel:
@@ -164,22 +177,10 @@ def test_http_calls_count_against_the_same_fleet_rate_as_grpc_calls(tmp_path: Pa
     _redis_or_skip()
     keys = tmp_path / "keys.jsonl"
     _, alice = new_key(keys, "alice", "corpus:read")
-    prefix = f"test:{uuid.uuid4().hex}:"
     http_ports = [free_port(), free_port()]
-    replicas = [
-        ServerProcess.launch(
-            tmp_path / f"replica-{i}",
-            api_keys_file=str(keys),
-            rate_limit_requests_per_minute="5",
-            limits_redis_url=REDIS_URL,
-            limits_redis_prefix=prefix,
-            http_address=f"127.0.0.1:{http_ports[i]}",
-        )
-        for i in range(2)
-    ]
+    extra = [{"http_address": f"127.0.0.1:{port}"} for port in http_ports]
+    replicas = _five_a_minute(tmp_path, keys, extra)
     try:
-        for replica in replicas:
-            replica.wait_ready()
         outcomes = []
         for n in range(10):
             reply = httpx.post(
