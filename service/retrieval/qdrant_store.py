@@ -70,7 +70,12 @@ class QdrantStore(EngineSearch):
         hybrid: bool = False,
         cluster: dict[str, Any] | None = None,
         read_consistency: models.ReadConsistency | None = None,
+        returns_pieces: bool = True,
     ) -> None:
+        """``returns_pieces``: searches bring back each hit's piece vectors, which only the
+        extractive strategy reads; from a server they travel as JSON floats (about 30 kB a
+        hit), so a service that never quotes asks for none."""
+        self._returns_pieces = returns_pieces
         self._calls = QdrantCalls(
             client, timeout=timeout, executor=executor, read_consistency=read_consistency
         )
@@ -181,7 +186,7 @@ class QdrantStore(EngineSearch):
                 score_threshold=score_threshold,
                 with_payload=True,
                 # The extractive strategy quotes by the hits' piece vectors.
-                with_vectors=[PIECES] if self._layout.pieces else False,
+                with_vectors=[PIECES] if self._layout.pieces and self._returns_pieces else False,
                 consistency=self._calls.read_consistency,
             ),
             deadline,

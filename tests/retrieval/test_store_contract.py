@@ -309,3 +309,25 @@ async def test_a_chunk_is_also_scored_by_its_best_piece(store: ChunkStore) -> No
 
 def dot(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.dot(a, b))
+
+
+async def test_a_server_store_that_never_quotes_asks_for_no_piece_vectors(tmp_path: Path) -> None:
+    """From a server, piece rows travel as JSON floats with every hit: a service whose
+    strategy never quotes (RAGAGENT_AGENT_STRATEGY agentic or retrieve_first) does without
+    them, and its pieces still score the chunks, in the engine."""
+    embedder = WordsEmbedder()
+    client = AsyncQdrantClient(path=str(tmp_path / "qdrant"))
+    store = QdrantStore(
+        client, embedder, collection="docs", payload_indexes=False, returns_pieces=False
+    )
+    await store.ensure_collection()
+    try:
+        await put(store, [MIXED])
+        await put(store, CAMERAS)
+        pieces = SearchPipeline(store, embedder, SearchSteps(piece_weight=0.9))
+        query = "how many frames each second does the depth camera stream"
+        scored = await pieces.search(query, limit=2, threshold=0.0)
+    finally:
+        await store.close()
+    assert [h.chunk.document_id for h in scored] == ["sim-sensors", "cameras"]
+    assert [len(h.chunk.piece_vectors) for h in scored] == [0, 0]
