@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -43,11 +43,12 @@ from service.errors import ConfigurationError
 from service.fleet.limits import SharedLimits
 from service.observability.logging import get_logger
 from service.runtime import Runtime
+from service.wiring.listeners import channel_options, check_web, http_listener, warn_if_exposed
 from service.wiring.observability import Observability
 from service.wiring.security import Security, describe
 
 if TYPE_CHECKING:
-    from service.http import HttpListener
+    pass
 
 log = get_logger("ragagent.server")
 
@@ -87,7 +88,7 @@ class AgentServer:
         )
         self._server = grpc.aio.server(
             interceptors=[Chain(layers)],
-            options=_channel_options(settings),
+            options=channel_options(settings),
         )
         self.runs = (
             BackgroundRuns(
@@ -136,7 +137,7 @@ class AgentServer:
             [*self._services, HEALTH_SERVICE, reflection.SERVICE_NAME], self._server
         )
         # The HTTP listener (Connect, gRPC-Web): the same servicer objects and layers.
-        self.http = _http_listener(
+        self.http = http_listener(
             settings, layers, self.security, agent, corpus, sessions, self.health
         )
         self.http_port = 0
@@ -147,7 +148,7 @@ class AgentServer:
 
     async def start(self) -> int:
         """Binds and starts; returns the bound port (useful with port 0)."""
-        _check_web(self._settings)
+        check_web(self._settings)
         tls = self.security.tls
         try:
             if tls is not None:
@@ -194,9 +195,9 @@ class AgentServer:
                 tls="mutual" if tls and tls.requires_client_certificate else bool(tls),
                 web=self.http_web,
             )
-        _warn_if_exposed(self._settings)
+        warn_if_exposed(self._settings)
         if self.http is not None:  # the same callers, the same warning
-            _warn_if_exposed(self._settings.model_copy(update={"address": self.http.address}))
+            warn_if_exposed(self._settings.model_copy(update={"address": self.http.address}))
         return self.port
 
     async def reload_certificates(self) -> bool:
@@ -289,103 +290,6 @@ def interceptor_layers(
         Authorize(),
         Limit(limits, shared=shared_limits),
         Validation(),
-    ]
-
-
-def _check_web(settings: Settings) -> None:
-    """The chat widget must be built before --web can serve it."""
-    if not (settings.http_address and settings.http_web):
-        return
-    from service.http import default_web_dir
-
-    web = settings.http_web_dir or default_web_dir()
-    if not (web / "index.html").is_file():
-        raise ConfigurationError(
-            f"--web / RAGAGENT_HTTP_WEB: the chat widget is not built ({web}/index.html is "
-            "missing); run `make web`, or set RAGAGENT_HTTP_WEB_DIR to its folder"
-        )
-
-
-def _http_listener(
-    settings: Settings, layers: list[Layer], security: Security, *servicers: Any
-) -> HttpListener | None:
-    """Connect and gRPC-Web at RAGAGENT_HTTP_ADDRESS, if set (service.http); over TLS,
-    with the gRPC listener's certificate and client CAs, whenever gRPC has TLS."""
-    if not settings.http_address:
-        return None
-    from service.http import HttpListener, connect_application, default_web_dir
-
-    agent, corpus, sessions, health = servicers
-    web = (settings.http_web_dir or default_web_dir()) if settings.http_web else None
-    app = connect_application(
-        agent=agent,
-        corpus=corpus,
-        sessions=sessions,
-        health=health,
-        layers=layers,
-        max_message_bytes=settings.max_message_bytes,
-        cors_origins=settings.cors_origins,
-        web=web,
-    )
-    tls = security.tls
-    return HttpListener(
-        app, settings.http_address, ssl_context=tls.https() if tls is not None else None
-    )
-
-
-def _warn_if_exposed(settings: Settings) -> None:
-    """Say so when more than this machine can reach a port that trusts what callers claim:
-    every caller without authentication, or the principal header without a sidecar in front."""
-    host = settings.address.rpartition(":")[0].strip("[]")
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return
-    if not settings.authentication_configured:
-        log.warning(
-            "listening beyond loopback without authentication: anyone who can reach this port "
-            "can ask, read and delete every caller's conversations (x-user-id is only a claim) "
-            "and rewrite the corpus; set RAGAGENT_API_KEYS_FILE, RAGAGENT_JWT_JWKS_FILE/_URL or "
-            "RAGAGENT_TLS_CLIENT_CA_FILE (see docs/security.md)",
-            address=settings.address,
-        )
-    elif settings.trusted_principal_header:
-        log.warning(
-            "listening beyond loopback with RAGAGENT_TRUSTED_PRINCIPAL_HEADER set: anyone who "
-            "reaches this port without going through the sidecar can name any principal in "
-            "that header; bind to 127.0.0.1 behind the sidecar (see docs/security.md)",
-            address=settings.address,
-            header=settings.trusted_principal_header,
-        )
-
-
-def _channel_options(settings: Settings) -> list[tuple[str, Any]]:
-    return [
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
-        ("grpc.max_send_message_length", settings.max_message_bytes),
-        ("grpc.keepalive_time_ms", int(settings.keepalive_time * 1000)),
-        ("grpc.keepalive_timeout_ms", int(settings.keepalive_timeout * 1000)),
-        ("grpc.keepalive_permit_without_calls", 1),
-        # Clients that keep long streams alive with their own pings must not be cut off.
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
-        ("grpc.http2.max_pings_without_data", 0),
-        # grpc sets SO_REUSEPORT by default: a second server on a busy port would then start
-        # "serving" and the kernel would split the traffic between the two.
-        ("grpc.so_reuseport", 0),
-        # grpc.aio takes up one new call per turn of the event loop; a loop busy with many
-        # streams leaves calls in the C core's queue, which after 30 s (its default) cancels
-        # them unseen: the client gets a bare CANCELLED, the access log has nothing.
-        ("grpc.server_max_unrequested_time_in_server", settings.call_queue_timeout),
-        *_connection_age(settings),
-    ]
-
-
-def _connection_age(settings: Settings) -> list[tuple[str, Any]]:
-    """GOAWAY after RAGAGENT_MAX_CONNECTION_AGE: a client behind a layer-4 balancer
-    reconnects, and its new connection may land on a replica added since."""
-    if settings.max_connection_age <= 0:
-        return []
-    return [
-        ("grpc.max_connection_age_ms", int(settings.max_connection_age * 1000)),
-        ("grpc.max_connection_age_grace_ms", int(settings.max_connection_age_grace * 1000)),
     ]
 
 

@@ -200,7 +200,7 @@ def test_listening_beyond_loopback_without_authentication_is_warned_about() -> N
     from structlog.testing import capture_logs
 
     from service.config import Settings
-    from service.server import _warn_if_exposed
+    from service.wiring.listeners import warn_if_exposed
 
     cases = {
         "0.0.0.0:50051": {},
@@ -212,7 +212,7 @@ def test_listening_beyond_loopback_without_authentication_is_warned_about() -> N
     warned = {}
     for address, extra in cases.items():
         with capture_logs() as logs:
-            _warn_if_exposed(Settings(address=address, **extra))  # type: ignore[arg-type]
+            warn_if_exposed(Settings(address=address, **extra))  # type: ignore[arg-type]
         warned[address] = [e["event"] for e in logs if e["log_level"] == "warning"]
     assert warned["0.0.0.0:50051"]
     assert "beyond loopback" in warned["0.0.0.0:50051"][0]

@@ -26,7 +26,7 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.config import Settings
-from service.server import _channel_options
+from service.wiring.listeners import channel_options
 from tests.processes import ServerProcess, ingest_documents, start_server
 
 STALLED = ("-m", "tests.fakes.stalled_loop_server")
@@ -34,8 +34,8 @@ CALLS = 3  # the first is taken up by the call grpc.aio has asked for already; t
 
 
 def test_the_queue_bound_becomes_a_grpc_option() -> None:
-    assert dict(_channel_options(Settings()))["grpc.server_max_unrequested_time_in_server"] > 30
-    options = dict(_channel_options(Settings(call_queue_timeout=7)))
+    assert dict(channel_options(Settings()))["grpc.server_max_unrequested_time_in_server"] > 30
+    options = dict(channel_options(Settings(call_queue_timeout=7)))
     assert options["grpc.server_max_unrequested_time_in_server"] == 7
 
 

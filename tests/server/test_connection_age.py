@@ -11,15 +11,15 @@ from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from service.config import Settings
 from service.observability.logging import configure_logging
-from service.server import _channel_options
+from service.wiring.listeners import channel_options
 from tests.helpers import running_server
 
 
 def test_the_age_and_its_grace_become_grpc_options_only_when_set() -> None:
-    options = dict(_channel_options(Settings(max_connection_age=90, max_connection_age_grace=5)))
+    options = dict(channel_options(Settings(max_connection_age=90, max_connection_age_grace=5)))
     assert options["grpc.max_connection_age_ms"] == 90_000
     assert options["grpc.max_connection_age_grace_ms"] == 5_000
-    assert "grpc.max_connection_age_ms" not in dict(_channel_options(Settings()))
+    assert "grpc.max_connection_age_ms" not in dict(channel_options(Settings()))
 
 
 async def test_a_client_past_the_age_reconnects_and_its_calls_go_on(
