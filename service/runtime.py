@@ -117,9 +117,6 @@ async def open_store(
         hybrid=settings.retrieval_mode == "hybrid",
         cluster=settings.qdrant_cluster,
         read_consistency=_read_consistency(settings.qdrant_read_consistency),
-        # Quoting needs them: the extractive strategy, or auto, which may fall back to it.
-        returns_pieces=settings.agent_strategy == "auto"
-        or settings.effective_strategy == "extractive",
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()

@@ -84,7 +84,8 @@ async def run_extractive(
     request = run.request
     run.model_name = vectors.model_name
     query = retrieval_query(request.query, request.history)
-    sources = await run.retrieve(query, request.max_results)  # a tool call of its own
+    # A tool call of its own; the hits bring their stored piece vectors to quote by.
+    sources = await run.retrieve(query, request.max_results, with_pieces=True)
     pieces = {_key(source): split_pieces(source.hit.chunk.text) for source in sources}
     candidates = _candidates(sources, pieces, strict=True) or _candidates(
         sources, pieces, strict=False

@@ -164,9 +164,9 @@ class Run:
         return self._turns
 
     # --- delegates the strategies use -----------------------------------------------------
-    async def retrieve(self, query: str, limit: int) -> list[Source]:
+    async def retrieve(self, query: str, limit: int, *, with_pieces: bool = False) -> list[Source]:
         self.phase = "tool"
-        return await self.searcher.retrieve(query, limit)
+        return await self.searcher.retrieve(query, limit, with_pieces=with_pieces)
 
     async def run_retrieval(self, record: ToolCallRecord, query: str, limit: int) -> list[Source]:
         self.phase = "tool"

@@ -86,15 +86,18 @@ class Searcher:
         self.found = FoundSearches()
         self.seconds = 0.0
 
-    async def retrieve(self, query: str, limit: int) -> list[Source]:
+    async def retrieve(self, query: str, limit: int, *, with_pieces: bool = False) -> list[Source]:
         """A search the service runs itself, reported as a qdrant_retrieval call with a
-        server id ("srv_...") and origin "service"; its arguments are what was searched."""
+        server id ("srv_...") and origin "service"; its arguments are what was searched.
+        ``with_pieces``: the sources carry their stored piece vectors (for quoting)."""
         record = await self._calls.start(
             server_call_id(), TOOL_NAME, {"query": query, "top_k": limit}, origin="service"
         )
-        return await self.run(record, query, limit)
+        return await self.run(record, query, limit, with_pieces=with_pieces)
 
-    async def run(self, record: ToolCallRecord, query: str, limit: int) -> list[Source]:
+    async def run(
+        self, record: ToolCallRecord, query: str, limit: int, *, with_pieces: bool = False
+    ) -> list[Source]:
         """Executes a started retrieval call: searches, reports the sources, ends the call.
 
         The sources that passed the threshold are numbered; SourcesFound names the call and
@@ -108,7 +111,7 @@ class Searcher:
         found = self.found.get(key)
         if found is None:
             try:
-                sources = self._book.add(await self._search(query, limit))
+                sources = self._book.add(await self._search(query, limit, with_pieces))
             except DeadlineExceeded:
                 raise  # the run ends with TIMEOUT and closes every open call
             except RagAgentError as exc:
@@ -125,7 +128,7 @@ class Searcher:
         await self._calls.end(record, ToolCallStatus.COMPLETED, result=summary)
         return sources
 
-    async def _search(self, query: str, limit: int) -> list[ScoredChunk]:
+    async def _search(self, query: str, limit: int, with_pieces: bool) -> list[ScoredChunk]:
         """Hits passing the threshold (the retriever applies it), best first, found within
         the deadline (checked before by :meth:`run`)."""
         started = time.perf_counter()
@@ -139,6 +142,7 @@ class Searcher:
                     filters=self._filters,
                     deadline=self._deadline,
                     vectors=self.vectors,
+                    with_pieces=with_pieces,
                 )
         except TimeoutError:
             raise DeadlineExceeded("the deadline ran out while searching") from None

@@ -111,6 +111,7 @@ class ObservedRetriever:
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         attributes: dict[str, str | int | float] = {
             "db.system.name": "qdrant",
@@ -130,6 +131,7 @@ class ObservedRetriever:
                     filters=filters,
                     deadline=deadline,
                     vectors=vectors,
+                    with_pieces=with_pieces,
                 )
             finally:
                 self._metrics.retrieval.observe(time.perf_counter() - started)

@@ -111,9 +111,12 @@ class Retriever(Protocol):
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         """At most ``limit`` chunks scoring at least ``threshold``, best first. ``vectors``:
-        the run's query vectors, reused and added to (None: embed the query now)."""
+        the run's query vectors, reused and added to (None: embed the query now).
+        ``with_pieces``: each chunk's stored piece vectors too, for a caller that quotes by
+        them (the extractive strategy); the others do without (see ``SearchEngine``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +139,14 @@ class SearchEngine(Protocol):
         score_threshold: float | None,
         deadline: Deadline | None,
         piece_weight: float = 0.0,
+        with_pieces: bool = False,
     ) -> list[EngineHit]:
-        """The ``limit`` chunks nearest to ``vector`` (cosine, best first), each with its
-        piece vectors where the store holds them (``service.retrieval.piece_vectors``).
-        With a ``piece_weight``, the engine scores each ``max(cosine, piece_weight * its
-        best piece's cosine)``, best first."""
+        """The ``limit`` chunks nearest to ``vector`` (cosine, best first). With a
+        ``piece_weight``, the engine scores each ``max(cosine, piece_weight * its best
+        piece's cosine)``, best first. ``with_pieces``: each hit carries its piece vectors
+        where the store holds them (``service.retrieval.piece_vectors``); only asked for by
+        a caller that reads them, since they cost a search about 2.5 ms in-process (their
+        conversion) and about 30 kB a hit from a server (JSON floats)."""
 
     async def fused(
         self,

@@ -55,7 +55,7 @@ def piece_blend(
     return [dense(), best_piece], formula
 
 
-def with_pieces(payload: dict[str, Any] | None, vectors: object) -> dict[str, Any]:
+def hit_payload(payload: dict[str, Any] | None, vectors: object) -> dict[str, Any]:
     """A hit's payload with its stored piece vectors as the chunk's ``piece_vectors``."""
     found = vectors.get(PIECES) if isinstance(vectors, dict) else None
     return {**(payload or {}), "piece_vectors": found or ()}

@@ -32,13 +32,13 @@ from service.retrieval.edge_payload import (
     RRF_K,
     cosine,
     document_record,
+    hit_payload,
     is_record,
     match,
     piece_blend,
     record_id,
     summary,
     to_edge_filter,
-    with_pieces,
 )
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
 from service.retrieval.piece_vectors import PIECES
@@ -114,10 +114,10 @@ class EdgeStore(EngineSearch):
         score_threshold: float | None,
         deadline: Deadline | None,
         piece_weight: float = 0.0,
+        with_pieces: bool = False,
     ) -> list[EngineHit]:
         edge_filter = to_edge_filter(filters)[0]
-        # The extractive strategy quotes by the hits' piece vectors.
-        pieces = [PIECES] if self._calls.pieces else None
+        pieces = [PIECES] if with_pieces and self._calls.pieces else None
         if piece_weight > 0 and self._calls.pieces:
             prefetches, formula = piece_blend(vector, piece_weight, limit, edge_filter)
             request = qe.QueryRequest(
@@ -138,7 +138,7 @@ class EdgeStore(EngineSearch):
                 with_vector=pieces,
             )
         found = await self._calls.read(partial(self._shard.query, request), deadline, "searching")
-        return [EngineHit(with_pieces(p.payload, p.vector), float(p.score)) for p in found]
+        return [EngineHit(hit_payload(p.payload, p.vector), float(p.score)) for p in found]
 
     async def fused(
         self,

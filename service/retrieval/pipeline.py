@@ -114,11 +114,12 @@ class SearchPipeline:
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         vector = await query_vector(self.embedder, query, vectors, deadline)
         return await self.search_vector(
             vector, query=query, limit=limit, threshold=threshold, filters=filters,
-            deadline=deadline,
+            deadline=deadline, with_pieces=with_pieces,
         )  # fmt: skip
 
     async def search_vector(
@@ -130,6 +131,7 @@ class SearchPipeline:
         threshold: float,
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         """The search after embedding (benchmarks time it apart from the embedding)."""
         steps = self.steps
@@ -152,7 +154,7 @@ class SearchPipeline:
                 cut = None
             hits = await self.engine.nearest(
                 vector, limit=fetch, filters=filters, score_threshold=cut, deadline=deadline,
-                piece_weight=steps.piece_weight,
+                piece_weight=steps.piece_weight, with_pieces=with_pieces,
             )  # fmt: skip
         candidates = scored(hits, prefix=prefix)
         on_rerank = steps.threshold_on_rerank and self.reranker is not None
@@ -180,11 +182,12 @@ class EngineSearch:
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         engine = cast("_EngineWithEmbedder", self)
         return await SearchPipeline(engine, engine.embedder).search(
             query, limit=limit, threshold=threshold, filters=filters, deadline=deadline,
-            vectors=vectors,
+            vectors=vectors, with_pieces=with_pieces,
         )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, EngineHit
-from service.retrieval.edge_payload import RRF_K, cosine, with_pieces
+from service.retrieval.edge_payload import RRF_K, cosine, hit_payload
 from service.retrieval.piece_vectors import PIECES
 from service.retrieval.pipeline import EngineSearch
 from service.retrieval.qdrant_aliases import generation, point
@@ -70,12 +70,7 @@ class QdrantStore(EngineSearch):
         hybrid: bool = False,
         cluster: dict[str, Any] | None = None,
         read_consistency: models.ReadConsistency | None = None,
-        returns_pieces: bool = True,
     ) -> None:
-        """``returns_pieces``: searches bring back each hit's piece vectors, which only the
-        extractive strategy reads; from a server they travel as JSON floats (about 30 kB a
-        hit), so a service that never quotes asks for none."""
-        self._returns_pieces = returns_pieces
         self._calls = QdrantCalls(
             client, timeout=timeout, executor=executor, read_consistency=read_consistency
         )
@@ -162,6 +157,7 @@ class QdrantStore(EngineSearch):
         score_threshold: float | None,
         deadline: Deadline | None,
         piece_weight: float = 0.0,
+        with_pieces: bool = False,
     ) -> list[EngineHit]:
         query_filter = to_filter(filters)[0]
         if piece_weight > 0 and self._layout.pieces:
@@ -185,15 +181,14 @@ class QdrantStore(EngineSearch):
                 limit=limit,
                 score_threshold=score_threshold,
                 with_payload=True,
-                # The extractive strategy quotes by the hits' piece vectors.
-                with_vectors=[PIECES] if self._layout.pieces and self._returns_pieces else False,
+                with_vectors=[PIECES] if with_pieces and self._layout.pieces else False,
                 consistency=self._calls.read_consistency,
             ),
             deadline,
             "searching",
         )
         return [
-            EngineHit(with_pieces(p.payload, p.vector), float(p.score)) for p in response.points
+            EngineHit(hit_payload(p.payload, p.vector), float(p.score)) for p in response.points
         ]
 
     async def fused(

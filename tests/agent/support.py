@@ -84,6 +84,7 @@ class FakeRetriever:
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         self.calls.append(SearchCall(query, limit, threshold, filters, deadline))
         self.running += 1

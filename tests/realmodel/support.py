@@ -172,6 +172,7 @@ class KeywordRetriever:
         filters: SearchFilters | None = None,
         deadline: Deadline | None = None,
         vectors: QueryVectors | None = None,
+        with_pieces: bool = False,
     ) -> list[ScoredChunk]:
         self.queries.append(query)
         scores = lexical_overlap(query, [c.text for c in self.chunks])

@@ -101,7 +101,9 @@ async def test_an_ingested_chunk_carries_its_piece_vectors_through_the_store(
         await Ingestor(runtime.embedder, runtime.store).ingest(
             [SourceDocument(path="links.md", content=PAGE)]
         )
-        [hit, *_] = await runtime.store.search("What does a link describe?", limit=1, threshold=0)
+        [hit, *_] = await runtime.store.search(
+            "What does a link describe?", limit=1, threshold=0, with_pieces=True
+        )
     finally:
         await runtime.close()
     pieces = split_pieces(hit.chunk.text)

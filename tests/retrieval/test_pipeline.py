@@ -34,6 +34,7 @@ class ScriptedEngine:
         score_threshold: float | None,
         deadline: Deadline | None,
         piece_weight: float = 0.0,
+        with_pieces: bool = False,
     ) -> list[EngineHit]:
         self.asked.append((limit, score_threshold))
         self.piece_weights.append(piece_weight)
