@@ -18,7 +18,7 @@ import base64
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
@@ -29,7 +29,6 @@ from service.sessions.records import Clock
 from service.sessions.sealing import Content
 from service.sessions.writer import Work
 
-T = TypeVar("T")
 Write = Callable[[Work[Any]], Awaitable[Any]]
 Read = Callable[[Callable[[Connection], Any]], Awaitable[Any]]
 

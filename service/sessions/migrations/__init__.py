@@ -12,10 +12,9 @@ schema, and a test holds the two equal (Alembic's own comparison). A database at
 this release does not know (a newer release's) is refused rather than guessed at, and so is
 one from the pre-release builds (a ``schema_version`` table), which no release can read.
 
-Adding a revision: write ``versions/NNNN_what.py`` with the next ``down_revision``, or let
-Alembic draft it from the difference with ``schema.py``::
-
-    .venv/bin/alembic -c service/sessions/migrations/alembic.ini revision --autogenerate -m what
+Adding a revision: change ``schema.py``, write ``versions/rNNNN_what.py`` (from
+``script.py.mako``) with the next ``down_revision``; ``tests/sessions/test_migrations.py``
+fails until the revisions build exactly ``schema.py``.
 """
 
 from __future__ import annotations
