@@ -60,6 +60,9 @@ _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
 _CODE = ("command", "code")  # pieces from code blocks, quoted as code
 _HAS_FACT = re.compile(r"\d|\b[A-Z][A-Za-z0-9]*[A-Z0-9]")  # a number, an acronym, a model name
+# A labelled value, a paragraph of its own: a short label, a colon, then the value ("Location:
+# /usr/share/worlds/", "Total time: ~2 seconds from detection to grasp").
+_FIELD = re.compile(r"^[^\s:][^:]{0,40}:\s+\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,8 @@ async def run_extractive(
         code = candidate.piece.kind in _CODE
         await run.write(f"`{candidate.text}`" if code else candidate.text)
         if following is not None and _unclosed_item(candidate, following):
-            await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
+            item = candidate.piece.kind != "sentence"
+            await run.write(";" if item and following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
             await run.write(f" [{candidate.source.citation}]")
             if following is not None:
@@ -287,9 +291,10 @@ def _key(source: Source) -> str:
 
 
 def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
-    """Whether an item or row without closing punctuation has more of its source after it."""
+    """Whether an item, row or labelled value without closing punctuation has more of its
+    source after it."""
     return (
-        candidate.piece.kind in ("item", "row")
+        candidate.piece.kind in ("item", "row", "sentence")
         and following.source.citation == candidate.source.citation
         and not _CLOSED.search(candidate.text)
     )
@@ -353,8 +358,9 @@ def _code_lines(
 
 
 def _readable(piece: Piece, *, strict: bool) -> bool:
-    """Whether a piece can stand as a quote: a whole sentence, or a list item or table row
-    that is not a bare label (it has a few words, or a number or a name)."""
+    """Whether a piece can stand as a quote: a whole sentence, a labelled value ("Location:
+    /usr/share/worlds/", however short and unpunctuated), or a list item or table row that is
+    not a bare label (it has a few words, or a number or a name)."""
     words = len(piece.text.split())
     if words > 80:
         return False
@@ -364,4 +370,6 @@ def _readable(piece: Piece, *, strict: bool) -> bool:
         return words >= 4
     if piece.text.endswith(":"):
         return words >= 4
+    if words >= 3 and _FIELD.match(piece.text):
+        return True  # a labelled value states its fact without a verb or a full stop
     return words >= 6 and bool(_ENDS_SENTENCE.search(piece.text))

@@ -263,6 +263,15 @@ def test_short_items_with_facts_are_candidates_and_dangling_lead_ins_are_not() -
     ]
 
 
+def test_a_labelled_value_is_a_candidate_without_a_full_stop() -> None:
+    source = _source(
+        "**Location**: `/usr/share/worlds/` (on Linux)\n\n**Total time**: ~2 seconds\n\n"
+        "**Status**\n\nA short line without a stop\n\nhttps://example.com: a link"
+    )
+    texts = [c.text for c in _candidates([source], _pieces(source), strict=True)]
+    assert texts == ["Location: /usr/share/worlds/ (on Linux)", "Total time: ~2 seconds"]
+
+
 def test_a_lead_in_brings_the_items_it_introduces() -> None:
     long = "and a long description of what it is for, how it is fitted and when it wears out"
     source = _source(
