@@ -328,9 +328,17 @@ def _with_block(
         return False
     if len(block) < 2 or sum(len(p.text) for p in block) > LIST_CHARS:
         return False
+    citation = candidate.source.citation
+    # A line of a shell block may be quoted already, as the command it also is.
+    commands = {
+        c.text
+        for (cited, _), c in picked.items()
+        if cited == citation and c.piece.kind == "command"
+    }
     for index, piece in enumerate(block):
-        key = (candidate.source.citation, first + index)
-        picked.setdefault(key, _Candidate(candidate.source, key[1], piece))
+        if piece.text not in commands:
+            key = (citation, first + index)
+            picked.setdefault(key, _Candidate(candidate.source, key[1], piece))
     return True
 
 

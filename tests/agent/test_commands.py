@@ -176,3 +176,22 @@ async def test_a_command_question_may_be_answered_by_a_code_line(embedder: Embed
     agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
     answer = completed(await collect(agent.run(request(question)))).result.answer
     assert "`<real_time_factor>0.0</real_time_factor>`" in answer
+
+
+def test_a_code_lines_block_does_not_quote_a_chosen_command_twice() -> None:
+    from service.agent.extractive import _Candidate, _code_start, _with_continuations
+    from service.domain import ScoredChunk, Source
+    from service.text.sentences import split_pieces
+
+    source = Source(ScoredChunk(chunk("build", PAGE, title="Workspaces"), 0.8), 1)
+    own = split_pieces(PAGE)
+    command = command_pieces(PAGE)[0]
+    comment = code_lines(PAGE)[0]
+    assert (command.text, comment.text) == ("colcon build --symlink-install", "# build everything")
+    chosen = [
+        _Candidate(source, len(own), command),
+        _Candidate(source, _code_start(source, own), comment),
+    ]
+    texts = [c.text for c in _with_continuations(chosen, {source.hit.chunk.chunk_id: own})]
+    assert texts.count("colcon build --symlink-install") == 1
+    assert "source install/setup.bash" in texts, "the rest of the block"
