@@ -9,11 +9,14 @@ sentence says nothing. Single lines of it often state the fact asked for, though
   (:func:`command_pieces`): the lines of a fenced block marked as a shell session (bash, sh,
   console, ...), or of any block whose lines are prompts ("$ ros2 run ..."). Comments,
   output and blank lines are not commands.
-- Any other question makes candidates of the code lines (:func:`code_lines`) that share one
-  of its content words, the extractive strategy decides (``temperature`` in "What
-  temperature does the planner use?"): short lines with a word in them, not lines that only
-  open a block (``def f():``, ``model:``, ``<link name="base">``), bare calls or box
-  drawings.
+- Any question makes candidates of the code lines (:func:`code_lines`) that share one of
+  its content words, the extractive strategy decides (``temperature`` in "What temperature
+  does the planner use?"): short lines with a word in them, not lines that only open a
+  block (``def f():``, ``model:``, ``<link name="base">``), bare calls, box drawings,
+  imports (``from x import y``: what is used, not what is done) or one-line docstrings
+  (a title echoing the question's words, no fact). A chosen line brings the rest of its
+  block when the block is short (:func:`code_blocks`): a message definition, a short
+  configuration.
 """
 
 from __future__ import annotations
@@ -76,22 +79,34 @@ _BARE_CALL = re.compile(r"^[\w.]+\(\)$")
 # An element's opening or closing tag alone (``<link name="base_link">``): it opens a block.
 _TAG_ONLY = re.compile(r"^</?[\w:.-]+(?:\s[^<>]*[^/<>])?>$")
 _BOX_DRAWING = re.compile(r"[\u2500-\u257f]")
+# What a program uses, not what it does: an import, an include, a namespace.
+_IMPORT = re.compile(r"^(?:from\s+\S+\s+)?import\s|^#include\b|^using\s+namespace\b")
+# A one-line docstring: the title of what follows.
+_DOCSTRING = re.compile(r"^(\"\"\"|\'\'\').*\1$")
 
 
 def code_lines(text: str) -> list[Piece]:
     """The lines of ``text``'s code blocks that can stand as a quote, in order (each its own
     piece, a prompt dropped): a value, a field, a call with arguments, a comment."""
-    pieces: list[Piece] = []
+    return [piece for block in code_blocks(text) for piece in block]
+
+
+def code_blocks(text: str) -> list[list[Piece]]:
+    """The quotable lines of ``text``'s code blocks (:func:`code_lines`), block by block; a
+    block without any is an empty list."""
+    blocks: list[list[Piece]] = []
     inside = False
     for line in text.splitlines():
         if _FENCE.match(line):
             inside = not inside
+            if inside:
+                blocks.append([])
             continue
         if inside:
             quoted = _code_line(line)
             if quoted:
-                pieces.append(Piece(quoted, "code", detached=True))
-    return pieces
+                blocks[-1].append(Piece(quoted, "code", detached=True))
+    return blocks
 
 
 def _code_line(line: str) -> str:
@@ -104,6 +119,8 @@ def _code_line(line: str) -> str:
         or line.endswith(_OPENS_BLOCK)
         or _BARE_CALL.match(line)
         or _TAG_ONLY.match(line)
+        or _IMPORT.match(line)
+        or _DOCSTRING.match(line)
     ):
         return ""
     return line

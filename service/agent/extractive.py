@@ -9,12 +9,14 @@ holds from the search. Chunks stored without them (ingested before, or by an emb
 cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
 lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
 lead-in ending with ':' brings along what it introduces, a chosen item of a short list the
-rest of it (an enumeration is quoted whole), and a sentence that leans on the one before
-("It ...", "Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when
-its chunk does not hold it). Lines of code blocks are candidates too, quoted as code: those
-sharing a word with the question, or the command lines when it asks for a command
-(:mod:`commands`). The chosen are quoted in document order, each paragraph citing
-its source. Deterministic: the same sources give the same answer.
+rest of it (an enumeration is quoted whole), a chosen labelled value ("Location: ...") the
+rest of its short record, and a sentence that leans on the one before ("It ...",
+"Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when its chunk
+does not hold it). Lines of code blocks are candidates too, quoted as code: those sharing a
+word with the question, and the command lines when it asks for a command
+(:mod:`commands`); a chosen line brings the rest of its block when the block is short. An
+answer stops growing past ``ANSWER_CHARS``. The chosen are quoted in document order, each
+paragraph citing its source. Deterministic: the same sources give the same answer.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.agent.anaphora import leans_back
-from service.agent.commands import asks_for_command, code_lines, command_pieces
+from service.agent.commands import asks_for_command, code_blocks, code_lines, command_pieces
 from service.agent.prompts import retrieval_query
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
@@ -51,8 +53,12 @@ _DIVERSITY = 0.25
 LEXICAL_WEIGHT = 0.5
 # How many list items or table rows a chosen lead-in (ending with ":") brings along.
 LEAD_IN_ITEMS = 3
-# A chosen list item brings the rest of its list when the whole list is this short.
+# A chosen list item brings the rest of its list when the whole list is this short (and so
+# do a labelled value its record, a code line its block).
 LIST_CHARS = 300
+# An answer stops growing once its quotes pass this many characters: the pick that passes it
+# stays (with what it brings along), the less relevant ones after it are not quoted.
+ANSWER_CHARS = 750
 # How many sentences back a chosen one that leans on the one before may bring along.
 ANTECEDENTS = 2
 
@@ -60,6 +66,9 @@ _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
 _CODE = ("command", "code")  # pieces from code blocks, quoted as code
 _HAS_FACT = re.compile(r"\d|\b[A-Z][A-Za-z0-9]*[A-Z0-9]")  # a number, an acronym, a model name
+# A labelled value, a paragraph of its own: a short label, a colon, then the value ("Location:
+# /usr/share/worlds/", "Total time: ~2 seconds from detection to grasp").
+_FIELD = re.compile(r"^[^\s:][^:]{0,40}:\s+\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +101,7 @@ async def run_extractive(
     )
     if asks_for_command(request.query):
         candidates += _commands(sources, pieces, len(candidates))
-    else:
-        candidates += _code_lines(sources, pieces, len(candidates), request.query)
+    candidates += _code_lines(sources, pieces, candidates, request.query)
     if not candidates:
         return await run.no_answer()
     lexical = np.asarray(lexical_overlap(request.query, [c.text for c in candidates]))
@@ -122,13 +130,14 @@ async def run_extractive(
     new = iter(fresh)
     matrix = np.vstack([row if row is not None else next(new) for row in rows])
     chosen = choose(question, matrix, sentences, bonus=lexical)
-    picked = _with_continuations([candidates[i] for i in chosen], pieces)
+    picked = _within_length([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
         code = candidate.piece.kind in _CODE
         await run.write(f"`{candidate.text}`" if code else candidate.text)
         if following is not None and _unclosed_item(candidate, following):
-            await run.write(";" if following.piece.kind == candidate.piece.kind else ".")
+            item = candidate.piece.kind != "sentence"
+            await run.write(";" if item and following.piece.kind == candidate.piece.kind else ".")
         if following is None or following.source.citation != candidate.source.citation:
             await run.write(f" [{candidate.source.citation}]")
             if following is not None:
@@ -194,18 +203,34 @@ def choose(
     return chosen
 
 
+def _within_length(chosen: list[_Candidate], pieces: dict[str, list[Piece]]) -> list[_Candidate]:
+    """What the best of ``chosen`` (most relevant first) bring to quote, up to the first
+    whose quotes pass ``ANSWER_CHARS`` (it stays: a long first pick is still an answer)."""
+    picked: list[_Candidate] = []
+    for count in range(1, len(chosen) + 1):
+        picked = _with_continuations(chosen[:count], pieces)
+        if sum(len(c.text) for c in picked) > ANSWER_CHARS:
+            break
+    return picked
+
+
 def _with_continuations(
     chosen: list[_Candidate], pieces: dict[str, list[Piece]]
 ) -> list[_Candidate]:
     """The chosen in source then position order, each lead-in (ending with ':') followed by
     what it introduces: the next sentence, its whole list when short (``_with_list``), or up
     to ``LEAD_IN_ITEMS`` list items or rows; each chosen item of a short list with the rest
-    of its list."""
+    of its list, a labelled value with the rest of its short record (``_with_record``), a
+    code line with the rest of its short block (``_with_block``)."""
     picked = {(c.source.citation, c.position): c for c in chosen}
     for candidate in chosen:
         own = pieces[_key(candidate.source)]
         _with_antecedents(candidate, own, picked)
-        if _with_list(candidate, own, picked):
+        if (
+            _with_list(candidate, own, picked)
+            or _with_record(candidate, own, picked)
+            or _with_block(candidate, own, picked)
+        ):
             continue
         if not candidate.text.endswith(":"):
             continue
@@ -263,6 +288,72 @@ def _with_list(
     return True
 
 
+def _with_record(
+    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
+) -> bool:
+    """Adds the other labelled values of a chosen one's record (a run of labelled values with
+    nothing between: "Purpose: ...", "Example: ...") when the whole record is short,
+    ``LIST_CHARS`` at most."""
+    position = candidate.position
+    if position >= len(own) or not _is_field(own[position]):
+        return False
+    start, end = position, position + 1
+    while start > 0 and not own[start].detached and _is_field(own[start - 1]):
+        start -= 1
+    while end < len(own) and not own[end].detached and _is_field(own[end]):
+        end += 1
+    if end - start < 2 or sum(len(p.text) for p in own[start:end]) > LIST_CHARS:
+        return False
+    for at in range(start, end):
+        picked.setdefault(
+            (candidate.source.citation, at), _Candidate(candidate.source, at, own[at])
+        )
+    return True
+
+
+def _with_block(
+    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
+) -> bool:
+    """Adds the other quotable lines of a chosen code line's block when they are short
+    together, ``LIST_CHARS`` at most: a message definition, a short configuration."""
+    if candidate.piece.kind != "code":
+        return False
+    first = _code_start(candidate.source, own)
+    offset = candidate.position - first
+    for block in code_blocks(candidate.source.hit.chunk.text):
+        if offset < len(block):
+            break
+        first, offset = first + len(block), offset - len(block)
+    else:
+        return False
+    if len(block) < 2 or sum(len(p.text) for p in block) > LIST_CHARS:
+        return False
+    citation = candidate.source.citation
+    # A line of a shell block may be quoted already, as the command it also is.
+    commands = {
+        c.text
+        for (cited, _), c in picked.items()
+        if cited == citation and c.piece.kind == "command"
+    }
+    for index, piece in enumerate(block):
+        if piece.text not in commands:
+            key = (citation, first + index)
+            picked.setdefault(key, _Candidate(candidate.source, key[1], piece))
+    return True
+
+
+def _code_start(source: Source, own: list[Piece]) -> int:
+    """The position given to a chunk's first code line: past its pieces and command lines."""
+    return len(own) + len(command_pieces(source.hit.chunk.text))
+
+
+def _is_field(piece: Piece) -> bool:
+    """A labelled value: a sentence "label: value" (not a lead-in ending with ':')."""
+    return (
+        piece.kind == "sentence" and not piece.text.endswith(":") and bool(_FIELD.match(piece.text))
+    )
+
+
 def _with_antecedents(
     candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
 ) -> None:
@@ -287,9 +378,10 @@ def _key(source: Source) -> str:
 
 
 def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
-    """Whether an item or row without closing punctuation has more of its source after it."""
+    """Whether an item, row or labelled value without closing punctuation has more of its
+    source after it."""
     return (
-        candidate.piece.kind in ("item", "row")
+        candidate.piece.kind in ("item", "row", "sentence")
         and following.source.citation == candidate.source.citation
         and not _CLOSED.search(candidate.text)
     )
@@ -334,17 +426,18 @@ def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) 
 
 
 def _code_lines(
-    sources: list[Source], pieces: dict[str, list[Piece]], have: int, question: str
+    sources: list[Source], pieces: dict[str, list[Piece]], have: list[_Candidate], question: str
 ) -> list[_Candidate]:
-    """The code lines of the sources that share a content word with the question, placed
-    after each chunk's own pieces (embedded now, like commands)."""
+    """The code lines of the sources that share a content word with the question and are no
+    candidate already (a command line), placed after each chunk's own pieces and command
+    lines (embedded now, like commands)."""
     wanted = content_words(question)
     found: list[_Candidate] = []
-    seen: set[str] = set()
+    seen = {c.text for c in have if c.piece.kind in _CODE}
     for source in sources:
-        start = len(pieces[_key(source)])
+        start = _code_start(source, pieces[_key(source)])
         for offset, piece in enumerate(code_lines(source.hit.chunk.text)):
-            if piece.text in seen or have + len(found) >= MAX_CANDIDATES:
+            if piece.text in seen or len(have) + len(found) >= MAX_CANDIDATES:
                 continue
             if content_words(piece.text) & wanted:
                 seen.add(piece.text)
@@ -353,8 +446,9 @@ def _code_lines(
 
 
 def _readable(piece: Piece, *, strict: bool) -> bool:
-    """Whether a piece can stand as a quote: a whole sentence, or a list item or table row
-    that is not a bare label (it has a few words, or a number or a name)."""
+    """Whether a piece can stand as a quote: a whole sentence, a labelled value ("Location:
+    /usr/share/worlds/", however short and unpunctuated), or a list item or table row that is
+    not a bare label (it has a few words, or a number or a name)."""
     words = len(piece.text.split())
     if words > 80:
         return False
@@ -364,4 +458,6 @@ def _readable(piece: Piece, *, strict: bool) -> bool:
         return words >= 4
     if piece.text.endswith(":"):
         return words >= 4
+    if words >= 3 and _FIELD.match(piece.text):
+        return True  # a labelled value states its fact without a verb or a full stop
     return words >= 6 and bool(_ENDS_SENTENCE.search(piece.text))

@@ -1,8 +1,9 @@
-"""Commands from code blocks are quotable when the question asks for one (issue 27)."""
+"""Lines of code blocks are quotable: commands when the question asks for one, lines that
+share its words (issue 27)."""
 
 from __future__ import annotations
 
-from service.agent.commands import asks_for_command, code_lines, command_pieces
+from service.agent.commands import asks_for_command, code_blocks, code_lines, command_pieces
 from service.domain import ResponseStatus
 from service.retrieval.base import Embedder
 from tests.agent.support import FakeRetriever, chunk, collect, completed, make_agent, request
@@ -126,11 +127,71 @@ async def test_a_code_line_sharing_the_questions_words_is_quoted(embedder: Embed
     agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
     result = completed(await collect(agent.run(request(question)))).result
     assert result.status is ResponseStatus.SUCCESS
-    assert "`temperature: 0.3`" in result.answer
+    assert '`temperature: 0.3` `model: "gpt-4o"`' in result.answer, "with its short block"
     [span] = [c for c in result.citations if "temperature" in result.answer[c.start : c.end]]
-    assert CONFIG_PAGE[span.quote_start : span.quote_end] == "temperature: 0.3"
+    assert CONFIG_PAGE[span.quote_start : span.quote_end].startswith("temperature: 0.3")
 
     unrelated = "What does the planner node ask for?"
     retriever.add(unrelated, (chunk("planner", CONFIG_PAGE, title="Planner"), 0.8))
     answer = completed(await collect(agent.run(request(unrelated)))).result.answer
     assert "`" not in answer, "no code line shares a word with the question"
+
+
+def test_imports_and_one_line_docstrings_are_no_code_lines() -> None:
+    page = (
+        "```python\nfrom sensor_msgs.msg import Imu\nimport rclpy\n"
+        '"""Detects speech in audio."""\nFRAME_MS = 30  # 10, 20 or 30 ms\n```\n'
+        "```cpp\n#include <rclcpp/rclcpp.hpp>\nusing namespace std;\nint rate = 10;\n```\n"
+    )
+    assert [p.text for p in code_lines(page)] == [
+        "FRAME_MS = 30  # 10, 20 or 30 ms",
+        "int rate = 10",
+    ]
+
+
+def test_code_blocks_group_the_code_lines_by_block() -> None:
+    assert [[p.text for p in block] for block in code_blocks(CONFIG_PAGE)] == [
+        ["temperature: 0.3", 'model: "gpt-4o"'],
+        ["return self.client.complete(request, max_tokens=512)"],
+        ['<mass value="1.0"/>'],
+        [],
+    ]
+    assert [p.text for b in code_blocks(CONFIG_PAGE) for p in b] == [
+        p.text for p in code_lines(CONFIG_PAGE)
+    ]
+
+
+async def test_a_command_question_may_be_answered_by_a_code_line(embedder: Embedder) -> None:
+    """Asking for a command does not keep the other code lines out: the value may be set in
+    a file rather than typed."""
+    page = (
+        "The world file sets the physics of the simulation.\n\n"
+        '```xml\n<physics type="ode">\n  <real_time_factor>0.0</real_time_factor>\n'
+        "</physics>\n```\n\n```bash\ngz sim world.sdf\n```\n"
+    )
+    question = "How do I run the simulation with no real time factor limit?"
+    assert asks_for_command(question)
+    retriever = FakeRetriever()
+    retriever.add(question, (chunk("world", page, title="Worlds"), 0.8))
+    agent, _ = make_agent(None, retriever, strategy="extractive", embedder=embedder)
+    answer = completed(await collect(agent.run(request(question)))).result.answer
+    assert "`<real_time_factor>0.0</real_time_factor>`" in answer
+
+
+def test_a_code_lines_block_does_not_quote_a_chosen_command_twice() -> None:
+    from service.agent.extractive import _Candidate, _code_start, _with_continuations
+    from service.domain import ScoredChunk, Source
+    from service.text.sentences import split_pieces
+
+    source = Source(ScoredChunk(chunk("build", PAGE, title="Workspaces"), 0.8), 1)
+    own = split_pieces(PAGE)
+    command = command_pieces(PAGE)[0]
+    comment = code_lines(PAGE)[0]
+    assert (command.text, comment.text) == ("colcon build --symlink-install", "# build everything")
+    chosen = [
+        _Candidate(source, len(own), command),
+        _Candidate(source, _code_start(source, own), comment),
+    ]
+    texts = [c.text for c in _with_continuations(chosen, {source.hit.chunk.chunk_id: own})]
+    assert texts.count("colcon build --symlink-install") == 1
+    assert "source install/setup.bash" in texts, "the rest of the block"

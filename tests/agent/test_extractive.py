@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
-from service.agent.extractive import _Candidate, _candidates, _with_continuations, choose
+from service.agent.extractive import (
+    ANSWER_CHARS,
+    _Candidate,
+    _candidates,
+    _with_continuations,
+    _within_length,
+    choose,
+)
 from service.config import default_model_dir
 from service.domain import AnswerMode, ResponseStatus, ScoredChunk, Source, ToolCallStatus
 from service.retrieval.base import Embedder
@@ -261,6 +268,48 @@ def test_short_items_with_facts_are_candidates_and_dangling_lead_ins_are_not() -
         "Runs at 50 Hz",
         "Model X2",
     ]
+
+
+def test_a_labelled_value_is_a_candidate_without_a_full_stop() -> None:
+    source = _source(
+        "**Location**: `/usr/share/worlds/` (on Linux)\n\n**Total time**: ~2 seconds\n\n"
+        "**Status**\n\nA short line without a stop\n\nhttps://example.com: a link"
+    )
+    texts = [c.text for c in _candidates([source], _pieces(source), strict=True)]
+    assert texts == ["Location: /usr/share/worlds/ (on Linux)", "Total time: ~2 seconds"]
+
+
+def test_a_labelled_value_brings_the_rest_of_its_short_record() -> None:
+    source = _source(
+        "**Purpose**: Captures colour and depth\n\n**Example**: Intel RealSense, Kinect\n\n"
+        "**Cost**: $100-$500\n\nA camera is mounted on the head of the robot.\n\n"
+        "**Rate**: 30 Hz"
+    )
+    pieces = _pieces(source)
+    own = pieces[source.hit.chunk.chunk_id]
+    record = [
+        "Purpose: Captures colour and depth",
+        "Example: Intel RealSense, Kinect",
+        "Cost: $100-$500",
+    ]
+    chosen = [_Candidate(source, 1, own[1])]
+    assert [c.text for c in _with_continuations(chosen, pieces)] == record
+    alone = [_Candidate(source, 4, own[4])]
+    assert [c.text for c in _with_continuations(alone, pieces)] == ["Rate: 30 Hz"], (
+        "a paragraph between ends the record"
+    )
+
+
+def test_an_answer_stops_growing_past_its_length() -> None:
+    long = "word " * 30
+    sources = [_source(f"Sentence number {n} is here, {long.strip()}.", n) for n in range(1, 9)]
+    pieces = _pieces(*sources)
+    chosen = [_Candidate(s, 0, pieces[s.hit.chunk.chunk_id][0]) for s in sources]
+    picked = _within_length(chosen, pieces)
+    total = sum(len(c.text) for c in picked)
+    assert ANSWER_CHARS < total <= ANSWER_CHARS + len(chosen[0].text)
+    assert [c.source.citation for c in picked] == list(range(1, len(picked) + 1))
+    assert len(_within_length(chosen[:1], pieces)) == 1
 
 
 def test_a_lead_in_brings_the_items_it_introduces() -> None:
