@@ -31,6 +31,7 @@ def _slow_answer() -> ChatReply:
     return ChatReply.text("URDF describes links and joints [1].", delay=SLOW_FIRST_TOKEN_S)
 
 
+@pytest.mark.slow
 async def test_a_short_deadline_gets_an_extractive_answer_and_a_long_one_agentic(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:

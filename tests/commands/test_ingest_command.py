@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import protovalidate
+import pytest
 
 from service.api.corpus import MAX_WARNINGS, IngestTally, ingest_response
 from service.config import Settings
@@ -191,6 +192,7 @@ def test_the_response_keeps_within_its_warning_limits() -> None:
     assert response.warnings[-1] == "… and 501 more warnings (in the server log)"
 
 
+@pytest.mark.slow
 def test_the_command_keeps_stdout_for_the_report(tmp_path: Path) -> None:
     local_embedder()  # skips where the model is not provisioned
     docs = write_pages(tmp_path / "docs")

@@ -216,6 +216,7 @@ def test_compose_turns_on_tls_and_api_keys_with_no_default_passwords() -> None:
     assert upstream["sni"] == "ragagent"
 
 
+@pytest.mark.slow
 def test_the_dev_secrets_of_compose_serve_tls_and_refuse_callers_without_the_key(
     tmp_path: Path,
 ) -> None:

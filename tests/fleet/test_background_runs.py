@@ -93,6 +93,7 @@ def _resume(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_killed_client_resumes_on_the_other_replica_with_exactly_the_missed_events(
     tmp_path: Path,
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_killed_client_resumes_on_the_other_replica_with_exactly_the_missed_ev
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_cancel_run_on_the_other_replica_stops_the_run(tmp_path: Path) -> None:
     with _replicas(tmp_path) as (first, second):
         run_id, _ = _client_until(first.target, messages=2)
@@ -146,6 +148,7 @@ def test_cancel_run_on_the_other_replica_stops_the_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_replica_killed_mid_run_leaves_the_run_recorded_lost(tmp_path: Path) -> None:
     with _replicas(tmp_path) as (doomed, survivor):
         run_id, _ = _client_until(doomed.target, messages=4)

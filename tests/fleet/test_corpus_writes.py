@@ -49,6 +49,7 @@ def ingest(target: str, documents: dict[str, str], timeout: float = 120) -> str:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_twenty_concurrent_conflicting_ingests_from_several_processes_leave_none_inconsistent(
     tmp_path: Path,
 ) -> None:
@@ -98,6 +99,7 @@ def test_twenty_concurrent_conflicting_ingests_from_several_processes_leave_none
     print(f"20 streams over 2 replicas + 2 CLI ingests: {len(problems)} inconsistent documents")
 
 
+@pytest.mark.slow
 def test_an_idle_stream_holds_up_no_writer_and_is_ended_by_the_idle_timeout(
     tmp_path: Path,
 ) -> None:

@@ -67,6 +67,7 @@ def _five_a_minute(folder: Path, keys: Path, extra: list[dict[str, str]]) -> lis
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_five_a_minute_across_two_replicas_admits_exactly_five(tmp_path: Path) -> None:
     _redis_or_skip()
     keys = tmp_path / "keys.jsonl"
@@ -171,6 +172,7 @@ def test_the_throttle_counts_failures_only_and_refills() -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_http_calls_count_against_the_same_fleet_rate_as_grpc_calls(tmp_path: Path) -> None:
     """The HTTP listener starts calls through the same layers, the shared store's admission
     included: five a minute admit five, whichever transport and replica the calls take."""

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from qdrant_client import AsyncQdrantClient
 
 from service.fleet.lease import corpus_lease
@@ -17,6 +18,7 @@ from tests.fleet.support import launch_replicas, postgres_role, wait_all_ready
 from tests.ingest.fakes import FakeEmbedder
 
 
+@pytest.mark.slow
 def test_three_replicas_started_at_once_all_serve_through_409_and_503(tmp_path: Path) -> None:
     collection = f"fleet_{uuid.uuid4().hex[:8]}"
     first = f"{collection}_g1"  # generation 1, behind the alias (qdrant_aliases)

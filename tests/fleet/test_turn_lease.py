@@ -22,6 +22,7 @@ LEASE_S = 3.0
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_session_answers_on_another_replica_within_the_lease_after_kill_9(
     tmp_path: Path,
 ) -> None:

@@ -58,11 +58,13 @@ def _run(standin: QdrantStandIn, *, shared_lease: bool) -> list[str]:
     return inconsistent_documents(standin.local, collection)
 
 
+@pytest.mark.slow
 def test_twenty_writers_with_the_lease_leave_no_document_inconsistent() -> None:
     with qdrant_standin(latency=0.005) as standin:
         assert _run(standin, shared_lease=True) == []
 
 
+@pytest.mark.slow
 def test_without_the_shared_lease_the_same_writes_corrupt_documents() -> None:
     # The control: proves the check above can fail. The race is a matter of timing, so up
     # to 3 trials (in 6 runs one trial was enough 5 times, with 1 to 5 documents of 8).

@@ -53,6 +53,7 @@ def _buf_curl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_curl_and_buf_curl_talk_to_the_same_server(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -104,6 +105,7 @@ def _json_objects(text: str) -> list[dict[str, object]]:
     return found
 
 
+@pytest.mark.slow
 def test_curl_over_https_with_mutual_tls_and_a_sighup_rotation(tmp_path: Path) -> None:
     """The server as an operator runs it with TLS and mutual TLS (docs/clients.md's curl
     with --cacert, --cert and --key): the HTTP port speaks HTTPS only, asks for the client

@@ -35,6 +35,7 @@ def counter() -> Callable[[str], int]:
     return lambda text: len(tokenizer.encode(text).ids)
 
 
+@pytest.mark.slow
 def test_every_page_parses_and_chunks_within_the_bound(
     shared_corpus: Path, counter: Callable[[str], int]
 ) -> None:

@@ -52,6 +52,7 @@ def otlp_receiver() -> Iterator[tuple[str, list[trace_service_pb2.ExportTraceSer
         server.server_close()
 
 
+@pytest.mark.slow
 def test_spans_reach_the_otlp_endpoint_and_metrics_are_served(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,6 +27,7 @@ def retrieve(target: str, query: str) -> list[agent_pb2.SourceInfo]:
     return list(reply.sources)
 
 
+@pytest.mark.slow
 def test_the_endpoint_orders_the_results_and_its_failure_is_counted(tmp_path: Path) -> None:
     metrics_port = free_port()
     with (

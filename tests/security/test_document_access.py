@@ -338,6 +338,7 @@ async def test_the_ingest_command_grants_a_folder_to_groups_locally_and_remotely
     assert list(listed.documents[0].access.groups) == ["robotics"]
 
 
+@pytest.mark.slow
 async def test_a_server_process_with_keys_made_by_the_cli_filters_by_their_groups(
     tmp_path: Path,
 ) -> None:

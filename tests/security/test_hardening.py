@@ -50,6 +50,7 @@ def test_request_metadata_is_logged_by_its_keys_only(capsys: pytest.CaptureFixtu
     assert '"metadata": {"keys": ["patient"]}' in logged
 
 
+@pytest.mark.slow
 def test_refused_calls_log_a_bounded_number_of_lines_without_tracebacks(tmp_path: Path) -> None:
     local_embedder()  # skips where the model is not provisioned
     keys = tmp_path / "keys.json"

@@ -53,6 +53,7 @@ def _questions(target: str, stop: threading.Event, errors: list[str]) -> Iterato
             yield time.perf_counter() - started
 
 
+@pytest.mark.slow
 def test_a_costly_page_fails_alone_while_questions_are_answered(tmp_path: Path) -> None:
     local_embedder()  # skips where the model is not provisioned
     with server_process(tmp_path, ingest_document_cpu_seconds="1") as server:
@@ -106,6 +107,7 @@ def test_a_costly_page_fails_alone_while_questions_are_answered(tmp_path: Path) 
         pytest.param("".join("  " * (i % 1500) + f"- item {i}\n" for i in range(1400)), id="lists"),
     ],
 )
+@pytest.mark.slow
 def test_sigterm_stops_the_server_within_its_grace_period_mid_parse(
     tmp_path: Path, content: str
 ) -> None:

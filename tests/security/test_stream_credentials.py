@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import pytest
 from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from service.security.apikeys import revoke_key
@@ -27,6 +28,7 @@ def _document(name: str) -> corpus_pb2.IngestDocumentsRequest:
     )
 
 
+@pytest.mark.slow
 def test_a_key_revoked_mid_stream_ends_the_stream_and_nothing_after_is_written(
     tmp_path: Path,
 ) -> None:

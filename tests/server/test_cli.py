@@ -60,6 +60,7 @@ async def test_ask_command_reports_an_unreachable_server(
     assert "UNAVAILABLE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_demo_ingests_serves_and_streams_a_cited_answer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

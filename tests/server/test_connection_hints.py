@@ -51,6 +51,7 @@ def _server(mode: str, ca: trustme.CA, client_ca: trustme.CA) -> Iterator[int]:
     ],
 )
 @pytest.mark.parametrize("command", ["health", "ask"])
+@pytest.mark.slow
 def test_the_cli_names_the_likely_cause(
     tmp_path: Path, mode: str, client_tls: bool, hint: str, command: str
 ) -> None:
@@ -75,6 +76,7 @@ def test_the_cli_names_the_likely_cause(
     assert f"ragagent: {hint}" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_no_hint_when_tls_meets_tls(tmp_path: Path) -> None:
     ca, client_ca = trustme.CA(), trustme.CA()
     ca_file = tmp_path / "ca.pem"

@@ -32,6 +32,7 @@ QUESTION = "What does a URDF file describe?"
 
 
 @pytest.mark.parametrize("strategy", ["retrieve_first", "agents_sdk"])
+@pytest.mark.slow
 async def test_sigterm_during_a_stream_sends_cancelled_before_the_status(
     tmp_path: Path, strategy: str
 ) -> None:
@@ -84,6 +85,7 @@ async def test_sigterm_during_a_stream_sends_cancelled_before_the_status(
     assert stored[0][2].startswith("SHUTTING_DOWN: ")
 
 
+@pytest.mark.slow
 async def test_metadata_keys_are_logged_with_the_run_at_debug(tmp_path: Path) -> None:
     local_embedder()  # skips where the model is not provisioned
     labels = {"client": "billing-ui", "build": "2026.11.3"}

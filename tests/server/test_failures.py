@@ -66,6 +66,7 @@ async def test_start_up_refuses_a_collection_built_for_another_embedder(tmp_path
         await Runtime.open(settings, embedder=local_embedder())
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_embedded_store_fails_with_a_clear_message(
     tmp_path: Path,
 ) -> None:
