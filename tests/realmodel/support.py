@@ -106,13 +106,21 @@ def start_server(log: Path) -> ModelServer:
     raise RuntimeError(f"the model server did not start in 120 s: {log.read_text()[-2000:]}")
 
 
-def _passage(name: str, title: str, text: str) -> Chunk:
-    return Chunk(chunk_id=name, document_id=f"{name}.md", text=text, title=title)
+def _passage(name: str, title: str, text: str, times: int) -> tuple[Chunk, Chunk]:
+    """The passage as most tests read it (its text once) and as long as real chunks are
+    (repeated ``times``)."""
+    return (
+        Chunk(chunk_id=name, document_id=f"{name}.md", text=text, title=title),
+        Chunk(chunk_id=name, document_id=f"{name}.md", text=text * times, title=title),
+    )
 
 
-# Long on purpose: real chunks run to 1,000-3,000 characters, and a 4-turn conversation over
-# five of them is what overflowed n_ctx 4096.
-CORPUS = [
+# Two sizes. Real chunks run to 1,000-3,000 characters, and a 4-turn conversation over five
+# of them is what overflowed n_ctx 4096, so the tests of fitting a prompt and of a slow first
+# token read LONG_CORPUS. The others read CORPUS, 200-400 characters a passage: on one CPU
+# thread the model reads a prompt at a few hundred tokens a second, and the paths they test
+# (tool calls, declines, citations, deadlines, cancellation) do not depend on its length.
+_PASSAGES = [
     _passage(
         "wabot",
         "History of humanoid robots",
@@ -122,21 +130,24 @@ CORPUS = [
         "external receptors, artificial eyes and ears. It could talk with a person in Japanese "
         "through an artificial mouth. Its control system was a set of minicomputers. "
         "Researchers estimated that WABOT-1 had the mental faculty of a one-and-a-half-year-old "
-        "child. " * 4,
+        "child. ",
+        4,
     ),
     _passage(
         "asimo",
         "History of humanoid robots",
         "ASIMO was a humanoid robot presented by Honda in 2000. It was 130 centimetres tall, "
         "could run at 9 kilometres per hour, climb stairs and recognise faces and gestures. "
-        "Honda ended its development in 2018 and retired it in 2022. " * 6,
+        "Honda ended its development in 2018 and retired it in 2022. ",
+        6,
     ),
     _passage(
         "ros2",
         "ROS 2 middleware",
         "ROS 2 uses DDS, the Data Distribution Service, as its middleware. Nodes publish and "
         "subscribe to topics; DDS discovers peers without a master process and offers quality "
-        "of service settings such as reliability, durability and history depth. " * 7,
+        "of service settings such as reliability, durability and history depth. ",
+        7,
     ),
     _passage(
         "urdf",
@@ -144,16 +155,20 @@ CORPUS = [
         "URDF, the Unified Robot Description Format, is an XML format that describes a robot as "
         "links and joints. A link is a rigid body with inertial, visual and collision "
         "properties; a joint connects a parent link to a child link and says how they move: "
-        "revolute, continuous, prismatic, fixed, floating or planar. " * 6,
+        "revolute, continuous, prismatic, fixed, floating or planar. ",
+        6,
     ),
     _passage(
         "sensors",
         "Sensors of a humanoid",
         "A humanoid robot senses its own body with joint encoders and an inertial measurement "
         "unit, and the world with cameras, depth cameras, microphones and force-torque sensors "
-        "in its ankles and wrists, which tell it where its centre of pressure lies. " * 7,
+        "in its ankles and wrists, which tell it where its centre of pressure lies. ",
+        7,
     ),
 ]
+CORPUS = [short for short, _ in _PASSAGES]
+LONG_CORPUS = [long for _, long in _PASSAGES]
 
 
 @dataclass
