@@ -7,30 +7,33 @@ were pooled from their chunk's model pass at ingest (``service.retrieval.piece_v
 so that answering costs no model call but the question's own, which the embedder still
 holds from the search. Chunks stored without them (ingested before, or by an embedder that
 cannot give them) have their pieces embedded now: only the best ``EMBEDDED_CANDIDATES`` by
-lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). A chosen
-lead-in ending with ':' brings along what it introduces, a chosen item of a short list the
-rest of it (an enumeration is quoted whole), a chosen labelled value ("Location: ...") the
-rest of its short record, and a sentence that leans on the one before ("It ...",
-"Similarly, ...": :mod:`anaphora`) brings that one along (or is not quoted when its chunk
-does not hold it). Lines of code blocks are candidates too, quoted as code: those sharing a
-word with the question, and the command lines when it asks for a command
-(:mod:`commands`); a chosen line brings the rest of its block when the block is short. An
-answer stops growing past ``ANSWER_CHARS``. The chosen are quoted in document order, each
-paragraph citing its source. Deterministic: the same sources give the same answer.
+lexical overlap and chunk score, in one batch, remembered (``SentenceVectors``). Lines of
+code blocks are candidates too, quoted as code: those sharing a word with the question, and
+the command lines when it asks for a command (:mod:`commands`). What a chosen piece brings
+along (the rest of a short list, record or block, what a lead-in introduces, the sentence a
+leaning one needs) and where the answer stops growing is :mod:`quote_context`'s. A sentence
+that leans on one its chunk does not hold is not quoted. The chosen are quoted in document
+order, each paragraph citing its source. Deterministic: the same sources give the same answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from service.agent.anaphora import leans_back
-from service.agent.commands import asks_for_command, code_blocks, code_lines, command_pieces
+from service.agent.commands import asks_for_command, code_lines, command_pieces
 from service.agent.prompts import retrieval_query
+from service.agent.quote_context import (
+    LABELLED_VALUE,
+    Candidate,
+    chunk_key,
+    code_start,
+    needs_antecedent,
+    within_length,
+)
 from service.agent.run import Outcome, Run
 from service.agent.sentence_vectors import SentenceVectors
 from service.domain import ResponseStatus, Source
@@ -51,36 +54,11 @@ RELATIVE_FLOOR = 0.5
 _DIVERSITY = 0.25
 # How much sharing the question's (rare) content words adds to the embedding similarity.
 LEXICAL_WEIGHT = 0.5
-# How many list items or table rows a chosen lead-in (ending with ":") brings along.
-LEAD_IN_ITEMS = 3
-# A chosen list item brings the rest of its list when the whole list is this short (and so
-# do a labelled value its record, a code line its block).
-LIST_CHARS = 300
-# An answer stops growing once its quotes pass this many characters: the pick that passes it
-# stays (with what it brings along), the less relevant ones after it are not quoted.
-ANSWER_CHARS = 750
-# How many sentences back a chosen one that leans on the one before may bring along.
-ANTECEDENTS = 2
 
 _ENDS_SENTENCE = re.compile(r"[.!?][\"')\]]?$")
 _CLOSED = re.compile(r"[.!?:;]$")
 _CODE = ("command", "code")  # pieces from code blocks, quoted as code
 _HAS_FACT = re.compile(r"\d|\b[A-Z][A-Za-z0-9]*[A-Z0-9]")  # a number, an acronym, a model name
-# A labelled value, a paragraph of its own: a short label, a colon, then the value ("Location:
-# /usr/share/worlds/", "Total time: ~2 seconds from detection to grasp").
-_FIELD = re.compile(r"^[^\s:][^:]{0,40}:\s+\S")
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    source: Source
-    position: int
-    piece: Piece
-    count: int = 0  # pieces in its chunk: the rows of the chunk's stored piece vectors
-
-    @property
-    def text(self) -> str:
-        return self.piece.text
 
 
 async def run_extractive(
@@ -95,7 +73,7 @@ async def run_extractive(
     query = retrieval_query(request.query, request.history)
     # A tool call of its own; the hits bring their stored piece vectors to quote by.
     sources = await run.retrieve(query, request.max_results, with_pieces=True)
-    pieces = {_key(source): split_pieces(source.hit.chunk.text) for source in sources}
+    pieces = {chunk_key(source): split_pieces(source.hit.chunk.text) for source in sources}
     candidates = _candidates(sources, pieces, strict=True) or _candidates(
         sources, pieces, strict=False
     )
@@ -130,7 +108,7 @@ async def run_extractive(
     new = iter(fresh)
     matrix = np.vstack([row if row is not None else next(new) for row in rows])
     chosen = choose(question, matrix, sentences, bonus=lexical)
-    picked = _within_length([candidates[i] for i in chosen], pieces)
+    picked = within_length([candidates[i] for i in chosen], pieces)
     for index, candidate in enumerate(picked):
         following = picked[index + 1] if index + 1 < len(picked) else None
         code = candidate.piece.kind in _CODE
@@ -148,7 +126,7 @@ async def run_extractive(
     return Outcome(ResponseStatus.SUCCESS, "extractive", vectors.model_name)
 
 
-def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
+def _stored_row(candidate: Candidate, dimension: int) -> npt.NDArray[np.float32] | None:
     if candidate.piece.kind in _CODE:
         return None  # code lines have no stored vector (a code-only chunk stores 0 rows)
     chunk = candidate.source.hit.chunk
@@ -157,7 +135,7 @@ def _stored_row(candidate: _Candidate, dimension: int) -> npt.NDArray[np.float32
 
 
 def prerank(
-    candidates: list[_Candidate], lexical: npt.NDArray[np.floating], count: int
+    candidates: list[Candidate], lexical: npt.NDArray[np.floating], count: int
 ) -> list[int]:
     """Indexes of the ``count`` candidates worth embedding, in their original order: the
     highest lexical overlap plus ``CHUNK_SCORE_WEIGHT`` times their chunk's score (so that,
@@ -203,181 +181,7 @@ def choose(
     return chosen
 
 
-def _within_length(chosen: list[_Candidate], pieces: dict[str, list[Piece]]) -> list[_Candidate]:
-    """What the best of ``chosen`` (most relevant first) bring to quote, up to the first
-    whose quotes pass ``ANSWER_CHARS`` (it stays: a long first pick is still an answer)."""
-    picked: list[_Candidate] = []
-    for count in range(1, len(chosen) + 1):
-        picked = _with_continuations(chosen[:count], pieces)
-        if sum(len(c.text) for c in picked) > ANSWER_CHARS:
-            break
-    return picked
-
-
-def _with_continuations(
-    chosen: list[_Candidate], pieces: dict[str, list[Piece]]
-) -> list[_Candidate]:
-    """The chosen in source then position order, each lead-in (ending with ':') followed by
-    what it introduces: the next sentence, its whole list when short (``_with_list``), or up
-    to ``LEAD_IN_ITEMS`` list items or rows; each chosen item of a short list with the rest
-    of its list, a labelled value with the rest of its short record (``_with_record``), a
-    code line with the rest of its short block (``_with_block``)."""
-    picked = {(c.source.citation, c.position): c for c in chosen}
-    for candidate in chosen:
-        own = pieces[_key(candidate.source)]
-        _with_antecedents(candidate, own, picked)
-        if (
-            _with_list(candidate, own, picked)
-            or _with_record(candidate, own, picked)
-            or _with_block(candidate, own, picked)
-        ):
-            continue
-        if not candidate.text.endswith(":"):
-            continue
-        following = own[candidate.position + 1 : candidate.position + 1 + LEAD_IN_ITEMS]
-        for offset, piece in enumerate(following, start=1):
-            if piece.detached or (offset > 1 and (piece.kind == "sentence")):
-                break
-            key = (candidate.source.citation, candidate.position + offset)
-            picked.setdefault(key, _Candidate(candidate.source, key[1], piece))
-            if piece.kind == "sentence":
-                break
-    return [picked[key] for key in sorted(picked)]
-
-
-def _list_span(own: list[Piece], position: int) -> tuple[int, int] | None:
-    """The list (a run of items with nothing between) holding or introduced by the piece at
-    ``position``, as a range of positions, with its lead-in when it has one."""
-    if position >= len(own):
-        return None  # a line of a code block
-    piece = own[position]
-    if piece.kind == "item":
-        start = position
-        while start > 0 and own[start - 1].kind == "item" and not own[start].detached:
-            start -= 1
-    elif piece.text.endswith(":") and position + 1 < len(own):
-        start = position + 1
-        if own[start].kind != "item" or own[start].detached:
-            return None
-    else:
-        return None
-    end = start + 1
-    while end < len(own) and own[end].kind == "item" and not own[end].detached:
-        end += 1
-    before = own[start - 1] if start > 0 else None
-    if before is not None and not own[start].detached and before.text.endswith(":"):
-        start -= 1  # its lead-in
-    return start, end
-
-
-def _with_list(
-    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
-) -> bool:
-    """Adds the rest of a chosen item's list (or of the list a chosen lead-in introduces)
-    when the whole list is short, ``LIST_CHARS`` at most: an enumeration is quoted whole."""
-    span = _list_span(own, candidate.position)
-    if span is None or sum(len(p.text) for p in own[span[0] : span[1]]) > LIST_CHARS:
-        return False
-    for position in range(*span):
-        piece = own[position]
-        if _needs_antecedent(piece) and (position == 0 or piece.detached):
-            continue  # a lead-in pointing outside its chunk: the items stand without it
-        added = _Candidate(candidate.source, position, piece)
-        picked.setdefault((candidate.source.citation, position), added)
-        _with_antecedents(added, own, picked)
-    return True
-
-
-def _with_record(
-    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
-) -> bool:
-    """Adds the other labelled values of a chosen one's record (a run of labelled values with
-    nothing between: "Purpose: ...", "Example: ...") when the whole record is short,
-    ``LIST_CHARS`` at most."""
-    position = candidate.position
-    if position >= len(own) or not _is_field(own[position]):
-        return False
-    start, end = position, position + 1
-    while start > 0 and not own[start].detached and _is_field(own[start - 1]):
-        start -= 1
-    while end < len(own) and not own[end].detached and _is_field(own[end]):
-        end += 1
-    if end - start < 2 or sum(len(p.text) for p in own[start:end]) > LIST_CHARS:
-        return False
-    for at in range(start, end):
-        picked.setdefault(
-            (candidate.source.citation, at), _Candidate(candidate.source, at, own[at])
-        )
-    return True
-
-
-def _with_block(
-    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
-) -> bool:
-    """Adds the other quotable lines of a chosen code line's block when they are short
-    together, ``LIST_CHARS`` at most: a message definition, a short configuration."""
-    if candidate.piece.kind != "code":
-        return False
-    first = _code_start(candidate.source, own)
-    offset = candidate.position - first
-    for block in code_blocks(candidate.source.hit.chunk.text):
-        if offset < len(block):
-            break
-        first, offset = first + len(block), offset - len(block)
-    else:
-        return False
-    if len(block) < 2 or sum(len(p.text) for p in block) > LIST_CHARS:
-        return False
-    citation = candidate.source.citation
-    # A line of a shell block may be quoted already, as the command it also is.
-    commands = {
-        c.text
-        for (cited, _), c in picked.items()
-        if cited == citation and c.piece.kind == "command"
-    }
-    for index, piece in enumerate(block):
-        if piece.text not in commands:
-            key = (citation, first + index)
-            picked.setdefault(key, _Candidate(candidate.source, key[1], piece))
-    return True
-
-
-def _code_start(source: Source, own: list[Piece]) -> int:
-    """The position given to a chunk's first code line: past its pieces and command lines."""
-    return len(own) + len(command_pieces(source.hit.chunk.text))
-
-
-def _is_field(piece: Piece) -> bool:
-    """A labelled value: a sentence "label: value" (not a lead-in ending with ':')."""
-    return (
-        piece.kind == "sentence" and not piece.text.endswith(":") and bool(_FIELD.match(piece.text))
-    )
-
-
-def _with_antecedents(
-    candidate: _Candidate, own: list[Piece], picked: dict[tuple[int, int], _Candidate]
-) -> None:
-    """Adds the sentences a chosen one leans on ("It ...", "Similarly, ..."), up to
-    ``ANTECEDENTS`` back, so that no quote points outside itself."""
-    position, piece = candidate.position, candidate.piece
-    for _ in range(ANTECEDENTS):
-        if not _needs_antecedent(piece) or piece.detached or position == 0:
-            return
-        position -= 1
-        piece = own[position]
-        key = (candidate.source.citation, position)
-        picked.setdefault(key, _Candidate(candidate.source, position, piece))
-
-
-def _needs_antecedent(piece: Piece) -> bool:
-    return piece.kind == "sentence" and leans_back(piece.text)
-
-
-def _key(source: Source) -> str:
-    return source.hit.chunk.chunk_id
-
-
-def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
+def _unclosed_item(candidate: Candidate, following: Candidate) -> bool:
     """Whether an item, row or labelled value without closing punctuation has more of its
     source after it."""
     return (
@@ -389,59 +193,59 @@ def _unclosed_item(candidate: _Candidate, following: _Candidate) -> bool:
 
 def _candidates(
     sources: list[Source], pieces: dict[str, list[Piece]], *, strict: bool
-) -> list[_Candidate]:
+) -> list[Candidate]:
     seen: set[str] = set()
-    found: list[_Candidate] = []
+    found: list[Candidate] = []
     for source in sources:
-        own = pieces[_key(source)]
+        own = pieces[chunk_key(source)]
         for position, piece in enumerate(own):
             if piece.text in seen or not _readable(piece, strict=strict):
                 continue
-            if _needs_antecedent(piece) and (position == 0 or piece.detached):
+            if needs_antecedent(piece) and (position == 0 or piece.detached):
                 continue  # it points outside its chunk: nothing to quote it with
             if piece.text.endswith(":") and (
                 position + 1 == len(own) or own[position + 1].detached
             ):
                 continue  # a lead-in to what this chunk does not hold
             seen.add(piece.text)
-            found.append(_Candidate(source, position, piece, len(own)))
+            found.append(Candidate(source, position, piece, len(own)))
             if len(found) == MAX_CANDIDATES:
                 return found
     return found
 
 
-def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) -> list[_Candidate]:
+def _commands(sources: list[Source], pieces: dict[str, list[Piece]], have: int) -> list[Candidate]:
     """The command lines of the sources' code blocks, placed after each chunk's own pieces
     (positions past them; no stored vectors: embedded now, like any unstored piece)."""
-    found: list[_Candidate] = []
+    found: list[Candidate] = []
     seen: set[str] = set()
     for source in sources:
-        start = len(pieces[_key(source)])
+        start = len(pieces[chunk_key(source)])
         for offset, piece in enumerate(command_pieces(source.hit.chunk.text)):
             if piece.text in seen or have + len(found) >= MAX_CANDIDATES:
                 continue
             seen.add(piece.text)
-            found.append(_Candidate(source, start + offset, piece, 0))
+            found.append(Candidate(source, start + offset, piece, 0))
     return found
 
 
 def _code_lines(
-    sources: list[Source], pieces: dict[str, list[Piece]], have: list[_Candidate], question: str
-) -> list[_Candidate]:
+    sources: list[Source], pieces: dict[str, list[Piece]], have: list[Candidate], question: str
+) -> list[Candidate]:
     """The code lines of the sources that share a content word with the question and are no
     candidate already (a command line), placed after each chunk's own pieces and command
     lines (embedded now, like commands)."""
     wanted = content_words(question)
-    found: list[_Candidate] = []
+    found: list[Candidate] = []
     seen = {c.text for c in have if c.piece.kind in _CODE}
     for source in sources:
-        start = _code_start(source, pieces[_key(source)])
+        start = code_start(source, pieces[chunk_key(source)])
         for offset, piece in enumerate(code_lines(source.hit.chunk.text)):
             if piece.text in seen or len(have) + len(found) >= MAX_CANDIDATES:
                 continue
             if content_words(piece.text) & wanted:
                 seen.add(piece.text)
-                found.append(_Candidate(source, start + offset, piece, 0))
+                found.append(Candidate(source, start + offset, piece, 0))
     return found
 
 
@@ -458,6 +262,6 @@ def _readable(piece: Piece, *, strict: bool) -> bool:
         return words >= 4
     if piece.text.endswith(":"):
         return words >= 4
-    if words >= 3 and _FIELD.match(piece.text):
+    if words >= 3 and LABELLED_VALUE.match(piece.text):
         return True  # a labelled value states its fact without a verb or a full stop
     return words >= 6 and bool(_ENDS_SENTENCE.search(piece.text))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from service.agent.anaphora import leans_back
-from service.agent.extractive import _Candidate, _candidates, _with_continuations
+from service.agent.extractive import _candidates
+from service.agent.quote_context import Candidate, with_continuations
 from service.domain import ScoredChunk, Source
 from service.text.sentences import split_pieces
 from tests.agent.support import chunk
@@ -51,8 +52,8 @@ def test_a_chosen_sentence_brings_the_ones_it_leans_on() -> None:
     source = _source()
     pieces = split_pieces(TEXT)
     similarly = next(i for i, p in enumerate(pieces) if p.text.startswith("Similarly"))
-    chosen = [_Candidate(source, similarly, pieces[similarly])]
-    picked = _with_continuations(chosen, {source.hit.chunk.chunk_id: pieces})
+    chosen = [Candidate(source, similarly, pieces[similarly])]
+    picked = with_continuations(chosen, {source.hit.chunk.chunk_id: pieces})
     assert [c.text.split()[0] for c in picked] == ["A", "It's", "Similarly,"]
 
 

@@ -179,7 +179,7 @@ async def test_a_command_question_may_be_answered_by_a_code_line(embedder: Embed
 
 
 def test_a_code_lines_block_does_not_quote_a_chosen_command_twice() -> None:
-    from service.agent.extractive import _Candidate, _code_start, _with_continuations
+    from service.agent.quote_context import Candidate, code_start, with_continuations
     from service.domain import ScoredChunk, Source
     from service.text.sentences import split_pieces
 
@@ -189,9 +189,9 @@ def test_a_code_lines_block_does_not_quote_a_chosen_command_twice() -> None:
     comment = code_lines(PAGE)[0]
     assert (command.text, comment.text) == ("colcon build --symlink-install", "# build everything")
     chosen = [
-        _Candidate(source, len(own), command),
-        _Candidate(source, _code_start(source, own), comment),
+        Candidate(source, len(own), command),
+        Candidate(source, code_start(source, own), comment),
     ]
-    texts = [c.text for c in _with_continuations(chosen, {source.hit.chunk.chunk_id: own})]
+    texts = [c.text for c in with_continuations(chosen, {source.hit.chunk.chunk_id: own})]
     assert texts.count("colcon build --symlink-install") == 1
     assert "source install/setup.bash" in texts, "the rest of the block"

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 
 from service.agent import AgentEvent, AgentRequest, SourcesFound, ToolCallStarted
-from service.agent.extractive import (
+from service.agent.extractive import _candidates, choose
+from service.agent.quote_context import (
     ANSWER_CHARS,
-    _Candidate,
-    _candidates,
-    _with_continuations,
-    _within_length,
-    choose,
+    Candidate,
+    with_continuations,
+    within_length,
 )
 from service.config import default_model_dir
 from service.domain import AnswerMode, ResponseStatus, ScoredChunk, Source, ToolCallStatus
@@ -292,10 +291,10 @@ def test_a_labelled_value_brings_the_rest_of_its_short_record() -> None:
         "Example: Intel RealSense, Kinect",
         "Cost: $100-$500",
     ]
-    chosen = [_Candidate(source, 1, own[1])]
-    assert [c.text for c in _with_continuations(chosen, pieces)] == record
-    alone = [_Candidate(source, 4, own[4])]
-    assert [c.text for c in _with_continuations(alone, pieces)] == ["Rate: 30 Hz"], (
+    chosen = [Candidate(source, 1, own[1])]
+    assert [c.text for c in with_continuations(chosen, pieces)] == record
+    alone = [Candidate(source, 4, own[4])]
+    assert [c.text for c in with_continuations(alone, pieces)] == ["Rate: 30 Hz"], (
         "a paragraph between ends the record"
     )
 
@@ -304,12 +303,12 @@ def test_an_answer_stops_growing_past_its_length() -> None:
     long = "word " * 30
     sources = [_source(f"Sentence number {n} is here, {long.strip()}.", n) for n in range(1, 9)]
     pieces = _pieces(*sources)
-    chosen = [_Candidate(s, 0, pieces[s.hit.chunk.chunk_id][0]) for s in sources]
-    picked = _within_length(chosen, pieces)
+    chosen = [Candidate(s, 0, pieces[s.hit.chunk.chunk_id][0]) for s in sources]
+    picked = within_length(chosen, pieces)
     total = sum(len(c.text) for c in picked)
     assert ANSWER_CHARS < total <= ANSWER_CHARS + len(chosen[0].text)
     assert [c.source.citation for c in picked] == list(range(1, len(picked) + 1))
-    assert len(_within_length(chosen[:1], pieces)) == 1
+    assert len(within_length(chosen[:1], pieces)) == 1
 
 
 def test_a_lead_in_brings_the_items_it_introduces() -> None:
@@ -321,9 +320,9 @@ def test_a_lead_in_brings_the_items_it_introduces() -> None:
     )
     pieces = _pieces(source)
     own = pieces[source.hit.chunk.chunk_id]
-    lead_in = _Candidate(source, 1, own[1])
-    first = _Candidate(source, 0, own[0])
-    assert [c.text for c in _with_continuations([lead_in, first], pieces)] == [
+    lead_in = Candidate(source, 1, own[1])
+    first = Candidate(source, 0, own[0])
+    assert [c.text for c in with_continuations([lead_in, first], pieces)] == [
         "Other text comes first in this paragraph.",
         "The kit has these parts:",
         f"a battery {long}",
@@ -334,8 +333,8 @@ def test_a_lead_in_brings_the_items_it_introduces() -> None:
     pieces = _pieces(sentence)
     assert [
         c.text
-        for c in _with_continuations(
-            [_Candidate(sentence, 0, pieces[sentence.hit.chunk.chunk_id][0])], pieces
+        for c in with_continuations(
+            [Candidate(sentence, 0, pieces[sentence.hit.chunk.chunk_id][0])], pieces
         )
     ] == [
         "It works like this: The motor turns.",
@@ -361,11 +360,11 @@ def test_a_short_list_is_quoted_whole_from_any_of_its_items_or_its_lead_in() -> 
     item = own.index(next(p for p in own if p.text.startswith("Submit")))
     lead_in = own.index(next(p for p in own if p.text == "To contribute:"))
     for position in (item, lead_in):
-        chosen = [_Candidate(source, position, own[position])]
-        assert [c.text for c in _with_continuations(chosen, pieces)] == whole
+        chosen = [Candidate(source, position, own[position])]
+        assert [c.text for c in with_continuations(chosen, pieces)] == whole
     unrelated = len(own) - 1
-    chosen = [_Candidate(source, unrelated, own[unrelated])]
-    assert [c.text for c in _with_continuations(chosen, pieces)] == [
+    chosen = [Candidate(source, unrelated, own[unrelated])]
+    assert [c.text for c in with_continuations(chosen, pieces)] == [
         "an unrelated item after the paragraph"
     ], "a list ends where a paragraph comes between"
 
@@ -380,8 +379,8 @@ def test_a_lists_lead_in_that_leans_back_comes_with_its_antecedent_or_not_at_all
     ):
         pieces = _pieces(source)
         own = pieces[source.hit.chunk.chunk_id]
-        chosen = [_Candidate(source, len(own) - 1, own[-1])]
-        assert [c.text for c in _with_continuations(chosen, pieces)] == [
+        chosen = [Candidate(source, len(own) - 1, own[-1])]
+        assert [c.text for c in with_continuations(chosen, pieces)] == [
             *expected,
             "a battery pack",
             "two servo motors",
@@ -396,8 +395,8 @@ def test_an_item_of_a_long_list_is_quoted_alone() -> None:
     source = _source("\n".join(f"- {text}" for text in items))
     pieces = _pieces(source)
     own = pieces[source.hit.chunk.chunk_id]
-    chosen = [_Candidate(source, 2, own[2])]
-    assert [c.text for c in _with_continuations(chosen, pieces)] == [items[2]]
+    chosen = [Candidate(source, 2, own[2])]
+    assert [c.text for c in with_continuations(chosen, pieces)] == [items[2]]
 
 
 async def test_items_of_a_list_are_quoted_as_a_list(embedder: Embedder) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from service.agent import AnswerDelta
-from service.agent.extractive import EMBEDDED_CANDIDATES, _Candidate, prerank
+from service.agent.extractive import EMBEDDED_CANDIDATES, prerank
+from service.agent.quote_context import Candidate
 from service.agent.sentence_vectors import SentenceVectors
 from service.domain import Deadline, ResponseStatus, ScoredChunk, Source
 from service.retrieval.base import Embedder, QueryVectors, query_vector
@@ -107,9 +108,9 @@ async def test_the_least_recently_used_vectors_are_forgotten(counting: CountingE
     assert matrix.shape == (4, counting.dimension)
 
 
-def _candidate(text: str, score: float, position: int) -> _Candidate:
+def _candidate(text: str, score: float, position: int) -> Candidate:
     hit = ScoredChunk(chunk(f"doc-{score}", text), score)
-    return _Candidate(Source(hit=hit, citation=1), position, Piece(text, "sentence"))
+    return Candidate(Source(hit=hit, citation=1), position, Piece(text, "sentence"))
 
 
 def test_prerank_keeps_the_best_by_words_then_chunk_score_in_their_order() -> None:
