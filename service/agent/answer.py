@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 
@@ -10,8 +11,10 @@ from service.agent.declines import declined_message
 from service.agent.events import AgentEvent, AnswerDelta, CitationFound
 from service.agent.prompts import NO_ANSWER_MESSAGE
 from service.agent.sources import SourceBook
-from service.agent.spans import sentence_spans, settled, spans_of_sentence
+from service.agent.spans import has_break, sentence_spans, settled, spans_of_sentence
 from service.domain import CitationSpan
+
+_CONTENT = re.compile(r"\S")
 
 
 class AnswerWriter:
@@ -26,6 +29,11 @@ class AnswerWriter:
         # The citation spans sent so far, and where the first sentence not yet settled starts.
         self.spans: list[CitationSpan] = []
         self._unsettled = 0
+        # Whether the unsettled text holds a sentence break yet: until it does, no sentence
+        # of it can settle, and it is not split again for every delta (a stream without a
+        # break, a long code line or a model that never stops a sentence, would be split in
+        # quadratic time: 52% of a 2,000-chunk relay's CPU).
+        self._broken = False
         self._started = started
         self._text = ""
         self.first_text_s: float | None = None
@@ -57,14 +65,21 @@ class AnswerWriter:
             self.first_text_s = time.perf_counter() - self._started
         self._text += text
         await self._emit(AnswerDelta(text))
-        await self._cite(final=False)
+        await self._cite(final=False, added=len(text))
 
-    async def _cite(self, *, final: bool) -> None:
-        """Sends the citation spans of the sentences that have become complete."""
+    async def _cite(self, *, final: bool, added: int = 0) -> None:
+        """Sends the citation spans of the sentences that have become complete (``added``:
+        how many characters the answer just grew by)."""
         answer = self.text
+        if not final and not self._broken:
+            # A new break lies in the new text, or starts with the character before it.
+            start = max(self._content_start(), len(answer) - added - 1)
+            self._broken = has_break(answer, start)
+            if not self._broken:
+                return
         tail = answer[self._unsettled :]
         spans = sentence_spans(tail)
-        count = len(spans) if final else settled(tail)
+        count = len(spans) if final else settled(tail, spans)
         for start, end in spans[:count]:
             span = (self._unsettled + start, self._unsettled + end)
             for found in spans_of_sentence(answer, span, self._passage):
@@ -72,6 +87,12 @@ class AnswerWriter:
                 await self._emit(CitationFound(found))
         if count:
             self._unsettled += spans[count - 1][1]
+            self._broken = has_break(answer, self._content_start())
+
+    def _content_start(self) -> int:
+        """Where the unsettled text's first sentence starts (the break before it excluded)."""
+        found = _CONTENT.search(self.text, self._unsettled)
+        return found.start() if found is not None else len(self.text)
 
     def _passage(self, number: int) -> str | None:
         return self._book.get(number).hit.chunk.text if number in self._book else None

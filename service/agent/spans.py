@@ -70,9 +70,16 @@ def sentence_spans(answer: str) -> list[tuple[int, int]]:
     return spans
 
 
-def settled(answer: str) -> int:
-    """How many leading sentences of an answer still being written can no longer change."""
-    spans = sentence_spans(answer)
+def has_break(text: str, start: int = 0) -> bool:
+    """Whether ``text`` holds a sentence break at or after ``start`` (the punctuation that
+    ends a sentence may lie before it)."""
+    return _BREAK.search(text, start) is not None
+
+
+def settled(answer: str, spans: list[tuple[int, int]] | None = None) -> int:
+    """How many leading sentences of an answer still being written can no longer change
+    (``spans``: its :func:`sentence_spans`, when the caller has them)."""
+    spans = sentence_spans(answer) if spans is None else spans
     if not spans:
         return 0
     tail = answer[spans[-1][0] :]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -77,6 +78,35 @@ async def _stream_and_compare(answer: str, cuts: list[int]) -> None:
     texts = {n: book.get(n).hit.chunk.text for n in (1, 2)}
     assert streamed == citation_spans(writer.text, texts.get)
     assert streamed == writer.spans
+
+
+@settings(max_examples=60, deadline=None)
+@given(answer=_TEXTS, cuts=st.lists(st.integers(0, 200), max_size=8))
+def test_a_span_is_sent_after_the_same_delta_as_when_every_delta_was_split_again(
+    answer: str, cuts: list[int]
+) -> None:
+    """The writer splits its unsettled text again only once it holds a sentence break; the
+    events, citations between deltas included, are those of splitting it after every delta."""
+    lazy = asyncio.run(_events(answer, cuts))
+    with mock.patch("service.agent.answer.has_break", return_value=True):
+        eager = asyncio.run(_events(answer, cuts))
+    assert lazy == eager
+
+
+async def _events(answer: str, cuts: list[int]) -> list[AgentEvent]:
+    book = SourceBook()
+    book.add([ScoredChunk(chunk("one", "ROS 2 uses DDS. Nodes publish topics."), 0.9)])
+    sent: list[AgentEvent] = []
+
+    async def emit(event: AgentEvent) -> None:
+        sent.append(event)
+
+    writer = AnswerWriter(book, emit, 0.0)
+    bounds = sorted({0, len(answer), *(c for c in cuts if c <= len(answer))})
+    for a, b in itertools.pairwise(bounds):
+        await writer.write(answer[a:b])
+    await writer.end()
+    return sent
 
 
 def test_a_verbatim_quote_spans_exactly_its_text_markup_aside() -> None:
