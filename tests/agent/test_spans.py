@@ -57,25 +57,9 @@ def test_streamed_spans_equal_the_spans_of_the_whole_answer(answer: str, cuts: l
 
 
 async def _stream_and_compare(answer: str, cuts: list[int]) -> None:
-    book = SourceBook()
-    book.add(
-        [
-            ScoredChunk(chunk("one", "ROS 2 uses DDS. Nodes publish topics."), 0.9),
-            ScoredChunk(chunk("two", "Topics carry **messages** between nodes!"), 0.8),
-        ]
-    )
-    sent: list[AgentEvent] = []
-
-    async def emit(event: AgentEvent) -> None:
-        sent.append(event)
-
-    writer = AnswerWriter(book, emit, 0.0)
-    bounds = sorted({0, len(answer), *(c for c in cuts if c <= len(answer))})
-    for a, b in itertools.pairwise(bounds):
-        await writer.write(answer[a:b])
-    await writer.end()
+    writer, sent = await _written(answer, cuts)
     streamed = [e.citation for e in sent if isinstance(e, CitationFound)]
-    texts = {n: book.get(n).hit.chunk.text for n in (1, 2)}
+    texts = {n: _BOOK.get(n).hit.chunk.text for n in (1, 2)}
     assert streamed == citation_spans(writer.text, texts.get)
     assert streamed == writer.spans
 
@@ -87,26 +71,35 @@ def test_a_span_is_sent_after_the_same_delta_as_when_every_delta_was_split_again
 ) -> None:
     """The writer splits its unsettled text again only once it holds a sentence break; the
     events, citations between deltas included, are those of splitting it after every delta."""
-    lazy = asyncio.run(_events(answer, cuts))
+    lazy = asyncio.run(_written(answer, cuts))[1]
     with mock.patch("service.agent.answer.has_break", return_value=True):
-        eager = asyncio.run(_events(answer, cuts))
+        eager = asyncio.run(_written(answer, cuts))[1]
     assert lazy == eager
 
 
-async def _events(answer: str, cuts: list[int]) -> list[AgentEvent]:
-    book = SourceBook()
-    book.add([ScoredChunk(chunk("one", "ROS 2 uses DDS. Nodes publish topics."), 0.9)])
+_BOOK = SourceBook()
+_BOOK.add(
+    [
+        ScoredChunk(chunk("one", "ROS 2 uses DDS. Nodes publish topics."), 0.9),
+        ScoredChunk(chunk("two", "Topics carry **messages** between nodes!"), 0.8),
+    ]
+)
+
+
+async def _written(answer: str, cuts: list[int]) -> tuple[AnswerWriter, list[AgentEvent]]:
+    """``answer`` written in the pieces ``cuts`` make of it, then ended: the writer and
+    every event it sent."""
     sent: list[AgentEvent] = []
 
     async def emit(event: AgentEvent) -> None:
         sent.append(event)
 
-    writer = AnswerWriter(book, emit, 0.0)
+    writer = AnswerWriter(_BOOK, emit, 0.0)
     bounds = sorted({0, len(answer), *(c for c in cuts if c <= len(answer))})
     for a, b in itertools.pairwise(bounds):
         await writer.write(answer[a:b])
     await writer.end()
-    return sent
+    return writer, sent
 
 
 def test_a_verbatim_quote_spans_exactly_its_text_markup_aside() -> None:
