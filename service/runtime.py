@@ -14,7 +14,6 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
-from qdrant_client import models
 
 from service.agent import Agent, OpenAIChatModel, build_openai_client
 from service.agent.prompts import read_opening
@@ -30,7 +29,6 @@ from service.retrieval.edge_store import EdgeStore
 from service.retrieval.embedders import FastEmbedEmbedder, OpenAIEmbedder
 from service.retrieval.http_rerank import HttpReranker
 from service.retrieval.pipeline import SearchPipeline, SearchSteps
-from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client
 from service.retrieval.rerank import LexicalReranker, Reranker
 from service.sessions import SessionPurger, SessionStore, open_session_store
 from service.wiring.observability import Observability
@@ -102,6 +100,9 @@ async def open_store(
         )
         stack.push_async_callback(edge.close)
         return edge
+    # Imported here: qdrant_client is 1.8 s of a process start the embedded store never needs.
+    from service.retrieval.qdrant_store import QdrantStore, open_qdrant_client, read_consistency
+
     api_key = settings.qdrant_api_key
     client = open_qdrant_client(
         url=settings.qdrant_url,
@@ -116,17 +117,11 @@ async def open_store(
         timeout=settings.qdrant_timeout,
         hybrid=settings.retrieval_mode == "hybrid",
         cluster=settings.qdrant_cluster,
-        read_consistency=_read_consistency(settings.qdrant_read_consistency),
+        read_consistency=read_consistency(settings.qdrant_read_consistency),
     )
     stack.push_async_callback(store.close)
     await store.ensure_collection()
     return store
-
-
-def _read_consistency(value: int | str | None) -> models.ReadConsistency | None:
-    if value is None or isinstance(value, int):
-        return value
-    return models.ReadConsistencyType(value)
 
 
 def search_steps(settings: Settings) -> SearchSteps:

@@ -22,7 +22,6 @@ from service.commands.ask import stream_answer
 from service.commands.channel import in_process
 from service.commands.flags import Flag, settings_with_flags
 from service.config import Settings
-from service.ingest.loader import load_documents
 from service.observability.logging import configure_logging
 
 DEFAULT_QUESTIONS = (
@@ -48,6 +47,7 @@ def register(commands: Any) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
+    from service.ingest.loader import load_documents
     from service.runtime import Runtime
     from service.server import AgentServer
 

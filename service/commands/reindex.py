@@ -24,7 +24,7 @@ import json
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ragagent.v1 import corpus_pb2
 
@@ -34,13 +34,11 @@ from service.commands.ingest import add_access_flags, usage_problem
 from service.commands.interrupt import Interrupted, until_signalled
 from service.config import Settings
 from service.errors import ConfigurationError, RagAgentError
-from service.fleet.lease import LocalLease, corpus_lease
-from service.ingest import Ingestor
-from service.ingest.loader import SourceFolder
-from service.ingest.outcome import IngestSummary
 from service.observability.logging import configure_logging, get_logger
-from service.retrieval import qdrant_aliases
-from service.retrieval.qdrant_store import QdrantStore
+
+if TYPE_CHECKING:
+    from service.ingest.outcome import IngestSummary
+    from service.retrieval.qdrant_store import QdrantStore
 
 log = get_logger("ragagent.reindex")
 
@@ -123,6 +121,13 @@ async def reindex_command(
 async def _reindex(
     runtime: Any, settings: Settings, args: argparse.Namespace, access: tuple[str, ...]
 ) -> dict[str, Any]:
+    # Imported here: the other commands' start-up does not pay for qdrant_client (1.5 s).
+    from service.fleet.lease import LocalLease, corpus_lease
+    from service.ingest import Ingestor
+    from service.ingest.loader import SourceFolder
+    from service.retrieval import qdrant_aliases
+    from service.retrieval.qdrant_store import QdrantStore
+
     live: QdrantStore = runtime.store
     calls = live.calls
     alias = settings.qdrant_collection
@@ -178,5 +183,7 @@ async def _reindex(
 
 
 async def _drop(calls: Any, collection: str) -> None:
+    from service.retrieval import qdrant_aliases
+
     for name in (collection, qdrant_aliases.records_of(collection)):
         await calls.run(partial(calls.client.delete_collection, name), None, "dropping " + name)

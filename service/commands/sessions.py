@@ -12,8 +12,6 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from service.sessions.sealing import KEY_ID, new_key
-
 
 def register(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="keys that seal stored conversations")
@@ -29,6 +27,9 @@ def register(commands: Any) -> None:
 
 
 async def run_new_key(args: argparse.Namespace) -> int:
+    # Imported here: the session store's package (SQLAlchemy) is 0.8 s of every start-up.
+    from service.sessions.sealing import KEY_ID, new_key
+
     key_id = args.key_id or datetime.now(UTC).strftime("%Y%m%d")
     if not KEY_ID.fullmatch(key_id):
         print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,6 @@ from service.access import FIELD, ReadAccess
 from service.domain import Chunk, DocumentSummary, SearchFilters
 from service.retrieval.edge_shard import DENSE
 from service.retrieval.piece_vectors import PIECES
-from service.retrieval.qdrant_payload import parse_time
 
 RECORD = "document"
 RRF_K = 60  # RRF's usual constant: ranks past a few dozen weigh about the same
@@ -135,3 +135,12 @@ def summary(payload: dict[str, Any]) -> DocumentSummary:
         ingested_at=parse_time(r.get("created_at")),
         access=tuple(str(label) for label in r.get(FIELD) or ()),
     )
+
+
+def parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

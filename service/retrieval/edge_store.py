@@ -27,6 +27,7 @@ from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, EngineHit
+from service.retrieval.chunk_payload import chunk_payload
 from service.retrieval.edge_optimizer import QuietOptimizer
 from service.retrieval.edge_payload import (
     RRF_K,
@@ -43,7 +44,6 @@ from service.retrieval.edge_payload import (
 from service.retrieval.edge_shard import DENSE, SPARSE, EdgeCalls
 from service.retrieval.piece_vectors import PIECES
 from service.retrieval.pipeline import EngineSearch
-from service.retrieval.qdrant_payload import chunk_payload
 
 log = get_logger("ragagent.store")
 

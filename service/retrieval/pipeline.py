@@ -21,7 +21,7 @@ from typing import Protocol, cast
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
 from service.retrieval.base import Embedder, EngineHit, QueryVectors, SearchEngine, query_vector
-from service.retrieval.qdrant_payload import chunk_from_payload
+from service.retrieval.chunk_payload import chunk_from_payload
 from service.retrieval.rerank import Reranker
 
 # Chunks read for a search scored by pieces: a chunk whose best piece answers the question

@@ -6,23 +6,18 @@ Pure functions apart from :func:`open_qdrant_client`; the store in ``qdrant_stor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
 from service.access import FIELD, ReadAccess
 from service.datadir import private_dir
-from service.domain import Chunk, SearchFilters
+from service.domain import SearchFilters
 from service.errors import StoreLocked
 from service.retrieval.piece_vectors import PIECES
 
 # The dense vector's name (qdrant_calls imports this module's neighbours, not the reverse).
 DENSE = "dense"
-
-_CHUNK_FIELDS = {f.name for f in fields(Chunk)}
 
 
 def open_qdrant_client(
@@ -48,11 +43,6 @@ def open_qdrant_client(
                 "with `ragagent ingest --address`, or use a Qdrant server (RAGAGENT_QDRANT_URL)"
             ) from None
         raise
-
-
-def url_prefixes(url: str) -> list[str]:
-    """Every prefix of ``url`` that ends at a "/", so prefix filters become exact matches."""
-    return [url[: i + 1] for i, char in enumerate(url) if char == "/"]
 
 
 def match_value(key: str, value: str) -> models.FieldCondition:
@@ -114,30 +104,3 @@ def blend_formula(weight: float) -> models.FormulaQuery:
         ),
         defaults={"$score[1]": 0.0},
     )
-
-
-def chunk_payload(chunk: Chunk) -> dict[str, Any]:
-    """What a chunk's point carries as payload: the chunk but its piece vectors (a vector
-    of the point's own), and the URL prefixes that prefix filters match."""
-    payload = {name: getattr(chunk, name) for name in _CHUNK_FIELDS if name != "piece_vectors"}
-    payload[FIELD] = list(chunk.access)
-    payload["url_prefixes"] = url_prefixes(chunk.url)
-    return payload
-
-
-def chunk_from_payload(payload: dict[str, Any]) -> Chunk:
-    chunk = {k: v for k, v in payload.items() if k in _CHUNK_FIELDS}
-    if not isinstance(chunk.get("piece_vectors", ()), list | tuple):
-        del chunk["piece_vectors"]  # an older layout's text (base64), not vectors
-    if FIELD in chunk:
-        chunk[FIELD] = tuple(chunk[FIELD] or ())
-    return Chunk(**chunk)
-
-
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -27,6 +27,7 @@ from service.domain import Chunk, Deadline, DocumentSummary, SearchFilters
 from service.executor import Blocking
 from service.observability.logging import get_logger
 from service.retrieval.base import Embedder, EngineHit
+from service.retrieval.chunk_payload import chunk_payload
 from service.retrieval.edge_payload import RRF_K, cosine, hit_payload
 from service.retrieval.piece_vectors import PIECES
 from service.retrieval.pipeline import EngineSearch
@@ -36,7 +37,6 @@ from service.retrieval.qdrant_create import setup_call
 from service.retrieval.qdrant_payload import (
     DENSE,
     blend_formula,
-    chunk_payload,
     match_value,
     open_qdrant_client,
     piece_blend,
@@ -44,7 +44,7 @@ from service.retrieval.qdrant_payload import (
 )
 from service.retrieval.qdrant_records import DocumentRecords
 
-__all__ = ["QdrantStore", "open_qdrant_client"]
+__all__ = ["QdrantStore", "open_qdrant_client", "read_consistency"]
 
 log = get_logger("ragagent.store")
 
@@ -382,3 +382,10 @@ class QdrantStore(EngineSearch):
 
     async def close(self) -> None:
         await self._calls.close()
+
+
+def read_consistency(value: int | str | None) -> models.ReadConsistency | None:
+    """RAGAGENT_QDRANT_READ_CONSISTENCY as the client's type: a replica count or a name."""
+    if value is None or isinstance(value, int):
+        return value
+    return models.ReadConsistencyType(value)

@@ -12,7 +12,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from service.errors import StoreUnavailable
-from service.fleet.lease import LocalLease, QdrantLease, WriteLease
+from service.fleet.lease import LocalLease, WriteLease
+from service.fleet.qdrant_lease import QdrantLease
 from service.ingest.loader import SourceDocument
 from service.ingest.pipeline import Ingestor
 from service.retrieval.qdrant_store import QdrantStore
