@@ -91,7 +91,7 @@ class ModelCalls:
                 failure, error = exc, model_error(exc, deadline)
             if attempt >= self._retries or not retryable(error):
                 raise error from failure
-            delay = _backoff(error, attempt)
+            delay = 0.0 if attempt == 0 and _hung_up(failure) else _backoff(error, attempt)
             left = deadline.remaining()
             if left is not None and left <= delay:
                 raise error from failure
@@ -136,6 +136,14 @@ class ModelCalls:
             raise stream_broke(exc) from exc
         except (openai.OpenAIError, ValueError) as exc:
             raise model_error(exc, deadline) from exc
+
+
+def _hung_up(failure: Exception) -> bool:
+    """The connection broke before any answer: most often a pooled keep-alive connection the
+    server had closed (llama-cpp-python's after a stream), which a new connection fixes at
+    once, so the first retry does not wait (a short deadline may have no room to)."""
+    cause = failure.__cause__ if isinstance(failure, openai.APIConnectionError) else None
+    return isinstance(cause, httpx2.ReadError | httpx2.RemoteProtocolError | httpx2.WriteError)
 
 
 def _backoff(error: RagAgentError, attempt: int) -> float:

@@ -49,6 +49,9 @@ class ChatReply:
     # End the body cleanly (HTTP-wise) before this event: no finish reason, no [DONE]. 0 is
     # an HTTP 200 with an empty body, which llama.cpp sends for a prompt overflowing its window.
     end_after: int | None = None
+    # Reset the connection instead of answering, as a server closing a keep-alive
+    # connection that the client's pool is about to reuse.
+    hang_up: bool = False
 
     @classmethod
     def text(cls, text: str, *, pieces: int = 3, **options: Any) -> ChatReply:

@@ -207,6 +207,9 @@ class FakeOpenAI:
         await io.pause(reply.delay)
         if isinstance(reply, ErrorReply):
             return await io.error(reply)
+        if reply.hang_up:
+            io.reset()
+            return False
         if io.record.streamed:
             return await self._stream_chat(io, reply)
         return await io.json(200, completion(reply))

@@ -161,8 +161,9 @@ async def test_agents_sdk_keeps_the_stream_contract_with_a_real_model(
     req = AgentRequest("Describe WABOT-1 in detail.", max_results=3, deadline=Deadline.after(2))
     events = [event async for event in agent.run(req)]
     check_events(events, text_before_tools=True)
-    timed_out = completed(events).result
-    assert timed_out.status is ResponseStatus.TIMEOUT
+    ended = completed(events)
+    timed_out = ended.result
+    assert timed_out.status is ResponseStatus.TIMEOUT, (timed_out.finish_reason, ended.error)
     assert timed_out.finish_reason == "timeout"
     assert timed_out.answer == answer_text(events)
     record("agents_sdk timeout answer chars", len(timed_out.answer))
