@@ -66,8 +66,6 @@ def register(commands: Any) -> None:
 
 
 async def run_serve(args: argparse.Namespace) -> int:
-    from service.server import serve
-
     settings = settings_with_flags(
         Flag("--address", "address", args.address),
         Flag("--http-address", "http_address", args.http_address),
@@ -76,6 +74,10 @@ async def run_serve(args: argparse.Namespace) -> int:
     if settings.http_web and not settings.http_address:
         settings = settings.model_copy(update={"http_address": DEFAULT_WEB_ADDRESS})
     configure_logging(settings.log_level, settings.log_format)
+    # Imported once the settings are valid: a bad one is reported before the server's
+    # libraries load (seconds of start-up).
+    from service.server import serve
+
     await serve(settings)
     return 0
 
