@@ -1,7 +1,8 @@
 """Ctrl-C (SIGINT) or SIGTERM during ``ragagent ingest``: out within seconds, with a word.
 
 Run as processes: the exit code, the time to exit and the last line are what a user sees.
-The corpus is big enough (60 pages, 240 chunks) that the signal always lands mid-ingest.
+The corpus is big enough (60 pages, 240 chunks) that the signal always lands mid-ingest;
+its sections are short, because the rerun embeds what the stopped run did not.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from tests.helpers import local_embedder
 from tests.processes import Ragagent, command_env, server_process
 
 PAGES = 60
+# Words per section. Sections of 120 words made each test take 60-95 s on a loaded 2-core
+# machine, nearly all of it embedding; the signal lands after the first batches either way.
+SECTION_WORDS = 40
 # The promise is "a second or two"; the margin is for a loaded CI machine.
 STOP_WITHIN_S = 3.0
 
@@ -60,10 +64,8 @@ def write_corpus(root: Path, pages: int, *, seed: int = 1) -> Path:
     for i in range(pages):
         path = root / f"module-{i // 50:02d}" / f"page-{i:04d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        sections = [
-            f"## Section {s}\n\n" + " ".join(rnd.choice(_WORDS) for _ in range(120)) + ".\n"
-            for s in range(4)
-        ]
+        words = [" ".join(rnd.choice(_WORDS) for _ in range(SECTION_WORDS)) for _ in range(4)]
+        sections = [f"## Section {s}\n\n{text}.\n" for s, text in enumerate(words)]
         path.write_text(f"# Page {i}\n\n" + "\n".join(sections), encoding="utf-8")
     return root
 
