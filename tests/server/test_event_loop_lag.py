@@ -1,10 +1,11 @@
 """Blocking work must not stall the event loop: every stream shares it.
 
 A ticker task sleeps 5 ms at a time in the same loop as an in-process server and records the
-largest gap between two of its wake-ups, while a book is ingested over gRPC and while
-out-of-corpus questions (made-up words, so the unknown-term check scans every chunk) are
-served. Chunking, embedding and the embedded Qdrant client are synchronous; on the loop each
-of them stalled every stream for 0.2-3 s.
+largest gap between two of its wake-ups, while half of a book is ingested over gRPC and
+while out-of-corpus questions (made-up words among real ones, answered at threshold 0 so
+that every step of the search and the answer runs) are served. Chunking, embedding and the
+embedded Qdrant client are synchronous; on the loop each of them stalled every stream for
+0.2-3 s.
 
 On two cores shared with other work, most of what remains of a gap is the kernel keeping the
 runnable loop thread off a core (measured: 30-110 ms gaps with under 1 ms of loop CPU in
@@ -13,7 +14,7 @@ out of each gap before the gap is held to the issue's 50 ms; the raw gaps are re
 Everything the service causes still counts: work on the loop, waiting for the GIL, blocking
 I/O. What is left still varies with the load (a thread holding the GIL can lose its core), so
 each phase runs in a few rounds and the best round must pass: a stall of ours recurs in every
-round (chunking on the loop stalled 0.2-3 s, the term check's scans 0.1-0.4 s a question).
+round (chunking on the loop stalled 0.2-3 s; a scan of every chunk per question, 0.1-0.4 s).
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 MAX_GAP_S = 0.050  # the issue's bound on a stall of the loop
 TICK_S = 0.005
-INGEST_ROUNDS = 3  # the book in three interleaved slices
+INGEST_ROUNDS = 6  # half of the book in six interleaved slices
+# Every other page: each slice still holds pages of every size, and the whole book (40 s of
+# embedding on a quiet 2-core machine) made this the suite's longest test at 105 s loaded.
+PAGE_STRIDE = 2
 QUESTION_ROUNDS = 5  # cheap, and the GIL waits they meet vary the most
-# A made-up part among real tools: the search finds neighbours, and the term check looks up
-# each rare word the retrieved chunks lack in every chunk (up to four scans for one question).
+# A made-up part among real tools: the search finds neighbours for what it cannot know.
 OUT_OF_CORPUS = (
     "Which colcon, rosdep and xacro steps does the zorblax humanoid balance controller need?",
     "Do the moveit, nav2 and tf2 packages help a grobnitz gripper grasp a cup?",
@@ -136,7 +139,7 @@ async def _ingest(channel: grpc.aio.Channel, documents: Sequence[SourceDocument]
 async def _ask_out_of_corpus(channel: grpc.aio.Channel) -> None:
     stub = agent_pb2_grpc.AgentServiceStub(channel)
     for query in OUT_OF_CORPUS:
-        # Threshold 0: the term check runs whenever the search returns anything at all.
+        # Threshold 0: whatever the search finds goes on to the reranker and the answer.
         found = await stub.Retrieve(
             agent_pb2.RetrieveRequest(query=query, confidence_threshold=0.0), timeout=60
         )
@@ -161,11 +164,13 @@ async def test_the_loop_never_stalls_during_ingest_or_out_of_corpus_questions(
             # Interleaved slices: each round ingests new pages of every size.
             for part in range(INGEST_ROUNDS):
                 async with LagMeter().measuring() as meter:
-                    written = await _ingest(channel, documents[part::INGEST_ROUNDS])
+                    written = await _ingest(
+                        channel, documents[part * PAGE_STRIDE :: INGEST_ROUNDS * PAGE_STRIDE]
+                    )
                 assert written > 0
                 assert meter.ticks > 0
                 ingest.append(meter)
-            # Now the whole corpus is indexed: the term check's scan is at its longest.
+            # Now the pages are indexed: the searches read their longest candidate lists.
             for _ in range(QUESTION_ROUNDS):
                 async with LagMeter().measuring() as meter:
                     await _ask_out_of_corpus(channel)
