@@ -23,7 +23,7 @@ from tests.bench.overhead_load import (
     p,
     set_shape,
 )
-from tests.bench.sides import Side
+from tests.bench.sides import Side, instructions, perf_counts
 from tests.processes import ModelProcess
 
 MODEL_NAME = "fake-model"
@@ -224,15 +224,20 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
     await set_shape(model.base_url, size.answer_chunks, 0.0)
     q = size.questions
     unanswered: dict[str, int] = {}
+    counting = perf_counts()
+    executed = Rounds()
 
     async def on(side: Side, round_: int) -> float:
         before = side.cpu()
-        answers = await ask_in_turn(side.target, q, round_ * q)
+        async with instructions(side.server.pid, enabled=counting) as counted:
+            answers = await ask_in_turn(side.target, q, round_ * q)
         spent = side.cpu() - before
         answered = sum(a.answered for a in answers)
         unanswered[side.name] = unanswered.get(side.name, 0) + q - answered
         if not answered:
             raise RuntimeError(f"{side.name} answered none of {q} questions")
+        if counted.instructions is not None:
+            executed.add(side.name, counted.instructions / answered)
         return spent / answered
 
     for side in sides.values():
@@ -245,7 +250,7 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
     ms = 1000.0
     note = f"; unanswered {unanswered}" if any(unanswered.values()) else ""
     measured = f"{t.median('ragagent') * ms:.1f} ms{note}"
-    return [
+    figures = [
         Figure(
             "server CPU per answered question vs the Agents SDK (agentic, one tool call)",
             measured,
@@ -263,6 +268,21 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
             1.1,
         ),
     ]
+    if executed.values:
+        # Instructions, unlike CPU seconds, hardly depend on the machine's other load.
+        mega = 1e6
+        figures.append(
+            Figure(
+                "server instructions per answered question vs bare (perf stat)",
+                f"{executed.median('ragagent') / mega:.1f} M",
+                f"bare floor {executed.median('floor') / mega:.1f} M, "
+                f"Agents SDK {executed.median('peer') / mega:.1f} M",
+                executed.ratio("ragagent", "floor"),
+                "<= 1.1x bare",
+                1.1,
+            )
+        )
+    return figures
 
 
 async def concurrency(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list[Figure]:

@@ -1,9 +1,13 @@
 """The servers the overhead benchmark compares, each a process of its own, and what /proc
 says about them: CPU time (utime + stime, all threads) and peak RSS (VmHWM, which the
-benchmark resets between phases through /proc/<pid>/clear_refs)."""
+benchmark resets between phases through /proc/<pid>/clear_refs); and, where ``perf`` can
+count them, the instructions a process executed, which unlike CPU time hardly move with
+what else the machine is doing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
 import select
@@ -11,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +52,48 @@ def peak_rss_mib(pid: int) -> float:
 def reset_peak_rss(pid: int) -> None:
     """Starts VmHWM again from the current RSS (Linux: "5" to clear_refs)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def perf_counts() -> bool:
+    """Whether ``perf stat`` can count instructions here (not in every VM or container)."""
+    if shutil.which("perf") is None:
+        return False
+    done = subprocess.run(
+        ["perf", "stat", "-x", ",", "-e", "instructions", "true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0 and "not supported" not in done.stderr
+
+
+@dataclass
+class Counted:
+    instructions: float | None = None  # None: perf could not count them
+
+
+@contextlib.asynccontextmanager
+async def instructions(pid: int, *, enabled: bool) -> AsyncIterator[Counted]:
+    """The instructions ``pid`` (every thread) executes inside the block, by ``perf stat``."""
+    counted = Counted()
+    if not enabled:
+        yield counted
+        return
+    perf = await asyncio.create_subprocess_exec(
+        *("perf", "stat", "-x", ",", "-e", "instructions", "-p", str(pid)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    await asyncio.sleep(0.2)  # attached: perf prints nothing until it stops
+    try:
+        yield counted
+    finally:
+        perf.send_signal(2)  # SIGINT: perf prints its counts and exits
+        _, err = await asyncio.wait_for(perf.communicate(), timeout=30)
+        for line in err.decode().splitlines():  # value,unit,event,...
+            value, _, event, *_ = [*line.split(","), "", ""]
+            if event.startswith("instructions") and value.isdigit():
+                counted.instructions = float(value)
 
 
 class MinimalProcess:
