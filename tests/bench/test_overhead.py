@@ -17,8 +17,17 @@ import pytest
 from ragagent.v1 import agent_pb2, agent_pb2_grpc
 
 from tests.bench import bench_overhead
-from tests.bench.sides import cpu_seconds, ingested, launch, peak_rss_mib, reset_peak_rss
+from tests.bench.sides import (
+    cpu_seconds,
+    ingested,
+    launch,
+    peak_rss_mib,
+    perf_counts,
+    reset_peak_rss,
+)
 from tests.processes import SMALL_CORPUS, model_process
+
+INSTRUCTIONS = "server instructions per answered question vs bare (perf stat)"
 
 
 def test_the_fake_model_changes_its_answers_on_request() -> None:
@@ -73,7 +82,7 @@ async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> 
         f"{streams} concurrent streams: completed",
         f"{streams} concurrent streams: first token p50 / p99",
         f"{streams} concurrent streams: peak RSS",
-    }
+    } | ({INSTRUCTIONS} if perf_counts() else set())
     for figure in figures.values():
         assert math.isfinite(figure["value"]), figure
         assert figure["verdict"] in ("PASS", "MISS", ""), figure
@@ -84,6 +93,9 @@ async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> 
         f"{streams} of {streams}"
     )
     assert "unanswered" not in figures["server CPU per answered question vs bare"]["measured"]
+    if INSTRUCTIONS in figures:  # perf counted each side's instructions, each more than none
+        assert figures[INSTRUCTIONS]["value"] > 0
+        assert not figures[INSTRUCTIONS]["measured"].startswith("0.0 M")
     assert results["corpus"] == f"corpus ({len(SMALL_CORPUS)} chunks)"
 
 
