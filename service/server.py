@@ -43,6 +43,7 @@ from service.errors import ConfigurationError
 from service.fleet.limits import SharedLimits
 from service.observability.logging import get_logger
 from service.runtime import Runtime
+from service.wiring.heap import settle_heap
 from service.wiring.listeners import channel_options, check_web, http_listener, warn_if_exposed
 from service.wiring.observability import Observability
 from service.wiring.security import Security, describe
@@ -311,6 +312,7 @@ async def serve(settings: Settings, *, on_ready: Callable[[int], None] | None = 
     loop.add_signal_handler(signal.SIGHUP, reload)
     try:
         port = await server.start()
+        settle_heap()  # before ready: the collection walks the heap once, here
         if on_ready is not None:
             on_ready(port)
         await stop.wait()

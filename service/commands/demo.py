@@ -50,6 +50,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     from service.ingest.loader import load_documents
     from service.runtime import Runtime
     from service.server import AgentServer
+    from service.wiring.heap import settle_heap
 
     settings = settings_with_flags(
         Flag("--data-dir", "data_dir", args.data_dir), address="127.0.0.1:0", log_level="WARNING"
@@ -64,6 +65,7 @@ async def run_demo(args: argparse.Namespace) -> int:
         f"ragagent demo: strategy {settings.effective_strategy}, data in {settings.data_dir}\n"
     )
     runtime = await Runtime.open(settings)
+    settle_heap()  # the ingest below allocates on the loop: keep its collections short
     try:
         summary = await runtime.ingestor.ingest(load_documents(args.corpus), base_url=args.base_url)
         out.write(

@@ -20,6 +20,7 @@ round (chunking on the loop stalled 0.2-3 s; a scan of every chunk per question,
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +35,7 @@ from service.config import Settings
 from service.ingest.loader import SourceDocument, load_documents
 from service.runtime import Runtime
 from service.server import AgentServer
+from service.wiring.heap import settle_heap
 from tests.conftest import SHARED_CORPUS
 from tests.helpers import local_embedder
 
@@ -160,6 +162,7 @@ async def test_the_loop_never_stalls_during_ingest_or_out_of_corpus_questions(
     questions: list[LagMeter] = []
     try:
         port = await server.start()
+        settle_heap()  # as `ragagent serve` does once the server is built
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             # Interleaved slices: each round ingests new pages of every size.
             for part in range(INGEST_ROUNDS):
@@ -176,6 +179,7 @@ async def test_the_loop_never_stalls_during_ingest_or_out_of_corpus_questions(
                     await _ask_out_of_corpus(channel)
                 questions.append(meter)
     finally:
+        gc.unfreeze()  # the rest of the worker's tests run with the default collector
         await server.stop(0)
         await runtime.close()
     report = f"ingest: {_describe(ingest)}; out-of-corpus questions: {_describe(questions)}"
