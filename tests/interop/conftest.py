@@ -59,7 +59,20 @@ def node_client() -> Path:
     """client.mjs with its node_modules installed from package-lock.json (once per session)."""
     if not THIRD_PARTY_PROTOS.is_dir():
         pytest.skip(f"third-party protos not fetched into {THIRD_PARTY_PROTOS}: run `make setup`")
-    if not (INTEROP_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
+    # Without --dist loadfile (make test's) two workers' sessions may each need it: one
+    # installs while the other waits.
+    with (INTEROP_DIR / ".npm-ci.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _npm_ci_once()
+    return NODE_CLIENT
+
+
+def _npm_ci_once() -> None:
+    """`npm ci` in INTEROP_DIR unless the client's module is there to import: a folder of
+    @grpc/grpc-js without its build (an install cut short) once failed every Node test."""
+    if not (
+        INTEROP_DIR / "node_modules" / "@grpc" / "grpc-js" / "build" / "src" / "index.js"
+    ).is_file():
         assert NPM is not None
         try:
             result = subprocess.run(
@@ -81,7 +94,6 @@ def node_client() -> Path:
                 f"registry and a package-lock.json in sync with package.json:\n"
                 f"{result.stderr[-4000:]}"
             )
-    return NODE_CLIENT
 
 
 BUF = PROJECT_ROOT / ".venv" / "bin" / "buf"

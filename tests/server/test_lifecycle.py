@@ -73,20 +73,30 @@ async def test_shutdown_turns_health_not_serving_and_lets_calls_in_flight_finish
         stopping = asyncio.ensure_future(srv.server.stop(grace=5))
 
         assert (await asyncio.wait_for(watch.read(), 5)).status == NOT_SERVING
-        async with grpc.aio.insecure_channel(srv.target) as fresh:
-            try:
-                await agent_pb2_grpc.AgentServiceStub(fresh).Retrieve(
-                    agent_pb2.RetrieveRequest(query="robots"), timeout=2
-                )
-                refused = False
-            except grpc.aio.AioRpcError as error:
-                refused = error.code() == grpc.StatusCode.UNAVAILABLE
-        assert refused, "a new call during shutdown must be refused"
+        # Health says NOT_SERVING a moment before the listener closes (on a loaded machine a
+        # call got in between and waited on the embedder): new calls are refused from then on.
+        outcomes = [await _new_call(srv.target)]
+        while outcomes[-1] != "UNAVAILABLE" and len(outcomes) < 10:
+            outcomes.append(await _new_call(srv.target))
+        assert outcomes[-1] == "UNAVAILABLE", f"new calls during shutdown: {outcomes}"
+        assert "OK" not in outcomes  # the slow embedder answers nothing before its release
 
         slow.release.set()
         response = await in_flight
         await stopping
     assert response.embedding_model
+
+
+async def _new_call(target: str) -> str:
+    """How a Retrieve on a new connection ends: its status code's name."""
+    async with grpc.aio.insecure_channel(target) as fresh:
+        try:
+            await agent_pb2_grpc.AgentServiceStub(fresh).Retrieve(
+                agent_pb2.RetrieveRequest(query="robots"), timeout=0.5
+            )
+        except grpc.aio.AioRpcError as error:
+            return error.code().name
+    return "OK"
 
 
 async def test_request_id_round_trips_through_metadata(tmp_path: Path) -> None:
