@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from service.wiring.heap import settle_heap
 from tests.fakes.openai_server import FakeOpenAI
 
 SHARED_CORPUS = (
@@ -90,6 +91,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             super().schedule()
 
     return FoldersAndFiles(config, log)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Each worker freezes its heap once the tests are collected, as `ragagent serve` does
+    once the server is built (service.wiring.heap): in-process servers share the worker's
+    ~390,000 objects of imported modules, and a full collection walking them held the
+    interpreter 0.23-0.39 s, longer than the 0.25 s a run keeps to send its final message
+    before its deadline (a deadline test failed so). Frozen, the longest was 0.06 s."""
+    settle_heap()
 
 
 @pytest.fixture(autouse=True)

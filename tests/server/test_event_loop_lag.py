@@ -20,7 +20,6 @@ round (chunking on the loop stalled 0.2-3 s; a scan of every chunk per question,
 from __future__ import annotations
 
 import asyncio
-import gc
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -179,7 +178,6 @@ async def test_the_loop_never_stalls_during_ingest_or_out_of_corpus_questions(
                     await _ask_out_of_corpus(channel)
                 questions.append(meter)
     finally:
-        gc.unfreeze()  # the rest of the worker's tests run with the default collector
         await server.stop(0)
         await runtime.close()
     report = f"ingest: {_describe(ingest)}; out-of-corpus questions: {_describe(questions)}"
