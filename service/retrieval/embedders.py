@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from service.executor import INLINE, Blocking
 from service.openai_errors import endpoint_error
 from service.retrieval import piece_vectors
 from service.retrieval.piece_vectors import Span
+from service.retrieval.query_batches import QueryBatches
 
 
 class EmbedderUnavailable(Unavailable):
@@ -77,6 +79,7 @@ class FastEmbedEmbedder:
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._executor = executor
+        self._queries = QueryBatches(self._embed_queries, lanes=_lanes(executor))
         key = f"ragagent-local/{model_dir.resolve()}"
         if key not in self._registered:
             TextEmbedding.add_custom_model(
@@ -103,6 +106,7 @@ class FastEmbedEmbedder:
         """
         bound = copy.copy(self)
         bound._executor = executor
+        bound._queries = QueryBatches(bound._embed_queries, lanes=_lanes(executor))
         return bound
 
     @property
@@ -213,7 +217,11 @@ class FastEmbedEmbedder:
             raise DeadlineExceeded("the deadline ran out while embedding") from None
 
     async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
-        return (await self.embed_documents([text], deadline=deadline))[0]
+        # Concurrent queries share model calls (service.retrieval.query_batches).
+        return await self._queries.embed(text, deadline)
+
+    async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return await self._executor.run(self._embed_sync, texts)
 
 
 class OpenAIEmbedder:
@@ -295,6 +303,12 @@ class OpenAIEmbedder:
 
     async def embed_query(self, text: str, *, deadline: Deadline | None = None) -> list[float]:
         return (await self.embed_documents([text], deadline=deadline))[0]
+
+
+def _lanes(executor: Blocking) -> int:
+    """Query calls that may run at once: one per pool thread, at most one per core (each
+    inference has its own ONNX thread by default; more would only take turns)."""
+    return max(1, min(getattr(executor, "threads", 1), os.cpu_count() or 1))
 
 
 def _normalise(vector: Sequence[float]) -> list[float]:

@@ -31,6 +31,7 @@ from tests.bench import (
     bench_ingest,
     bench_overhead,
     bench_parse,
+    bench_queries,
     bench_retrieve,
     bench_scale,
     bench_soak,
@@ -52,6 +53,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "citations": lambda args: bench_citations.main(),
     "hostile": lambda args: bench_hostile.main(full=args.full),
     "parse": lambda args: bench_parse.main(),
+    "queries": lambda args: bench_queries.main(),
 }
 
 
