@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
@@ -140,3 +141,29 @@ async def test_invalid_request_lists_every_violation_as_bad_request(tmp_path: Pa
     infos[0].Unpack(info)
     assert info.domain == "ragagent.dev"
     assert info.reason == "INVALID_ARGUMENT"
+
+
+async def test_concurrent_queries_batched_together_each_get_their_own_sources(
+    tmp_path: Path,
+) -> None:
+    """Queries that arrive together share the embedder's model calls
+    (service.retrieval.query_batches): each must still get what it gets asked alone."""
+    queries = [
+        "Which middleware carries ROS 2 messages?",
+        "What does a URDF file describe?",
+        "How does a robot understand spoken commands?",
+    ] * 8
+    async with running_server(tmp_path, confidence_threshold=0.0) as srv:
+        await add_documents(srv.runtime, DOCS)
+
+        def ranked(response: agent_pb2.RetrieveResponse) -> list[tuple[str, float]]:
+            return [(s.document_id, round(s.score, 4)) for s in response.sources]
+
+        alone = {q: ranked(await _retrieve(srv.channel, query=q)) for q in queries[:3]}
+        together = await asyncio.gather(*(_retrieve(srv.channel, query=q) for q in queries))
+    assert [ranked(r) for r in together] == [alone[q] for q in queries]
+    assert [r.sources[0].document_id for r in together[:3]] == [
+        "module-01/ros2.md",
+        "module-01/urdf.md",
+        "module-04/whisper.md",
+    ]
