@@ -44,6 +44,18 @@ async def _started(model: ScriptedModel) -> None:
     await model.called.wait()
 
 
+async def _held_first_call(
+    **options: int,
+) -> tuple[ScriptedModel, QueryBatches, asyncio.Task[list[float]]]:
+    """A model told to hold, its batches, and the query "a" whose call has started."""
+    model = ScriptedModel()
+    model.hold = True
+    batches = QueryBatches(model, **options)
+    first = asyncio.create_task(batches.embed("a"))
+    await _started(model)
+    return model, batches, first
+
+
 async def test_a_lone_query_is_embedded_at_once_without_waiting_for_company() -> None:
     model = ScriptedModel()
     batches = QueryBatches(model)
@@ -52,11 +64,7 @@ async def test_a_lone_query_is_embedded_at_once_without_waiting_for_company() ->
 
 
 async def test_queries_that_arrive_during_a_call_share_the_next_one() -> None:
-    model = ScriptedModel()
-    model.hold = True
-    batches = QueryBatches(model)
-    first = asyncio.create_task(batches.embed("a"))
-    await _started(model)
+    model, batches, first = await _held_first_call()
     waiting = [asyncio.create_task(batches.embed(text)) for text in ("bb", "ccc", "bb")]
     await asyncio.sleep(0)
     model.release.set()
@@ -66,11 +74,8 @@ async def test_queries_that_arrive_during_a_call_share_the_next_one() -> None:
 
 
 async def test_with_two_lanes_a_second_query_goes_at_once_and_later_ones_wait() -> None:
-    model = ScriptedModel()
-    model.hold = True
-    batches = QueryBatches(model, lanes=2)
-    tasks = [asyncio.create_task(batches.embed("a"))]
-    await _started(model)
+    model, batches, first = await _held_first_call(lanes=2)
+    tasks = [first]
     model.called.clear()
     tasks.append(asyncio.create_task(batches.embed("bb")))
     await _started(model)  # the second lane, while the first call still runs
@@ -83,11 +88,7 @@ async def test_with_two_lanes_a_second_query_goes_at_once_and_later_ones_wait() 
 
 
 async def test_a_call_holds_at_most_max_batch_queries() -> None:
-    model = ScriptedModel()
-    model.hold = True
-    batches = QueryBatches(model, max_batch=2)
-    first = asyncio.create_task(batches.embed("a"))
-    await _started(model)
+    model, batches, first = await _held_first_call(max_batch=2)
     rest = [asyncio.create_task(batches.embed("x" * n)) for n in range(2, 7)]
     await asyncio.sleep(0)
     model.release.set()
@@ -96,11 +97,7 @@ async def test_a_call_holds_at_most_max_batch_queries() -> None:
 
 
 async def test_a_caller_whose_deadline_runs_out_leaves_the_others_their_vectors() -> None:
-    model = ScriptedModel()
-    model.hold = True
-    batches = QueryBatches(model)
-    first = asyncio.create_task(batches.embed("a"))
-    await _started(model)
+    model, batches, first = await _held_first_call()
     hurried = asyncio.create_task(batches.embed("bb", Deadline.after(0.01)))
     patient = asyncio.create_task(batches.embed("ccc", Deadline.after(30)))
     with pytest.raises(DeadlineExceeded, match="embedding"):
@@ -126,11 +123,7 @@ async def test_a_cancelled_caller_does_not_cancel_the_call_the_others_wait_for()
 
 
 async def test_a_failed_call_fails_each_of_its_queries_and_the_next_call_goes_on() -> None:
-    model = ScriptedModel()
-    model.hold = True
-    batches = QueryBatches(model)
-    first = asyncio.create_task(batches.embed("a"))
-    await _started(model)
+    model, batches, first = await _held_first_call()
     model.fail_next = RuntimeError("onnx failed")
     second = asyncio.create_task(batches.embed("bb"))
     await asyncio.sleep(0)
