@@ -27,10 +27,17 @@ protos-deps: ## fetch third-party protos (pinned, checksummed) into .cache/proto
 	$(PY) -m service.provision protos
 
 # Python code for the fetched third-party protos (our generated code imports it); never committed.
+# Generated into a scratch folder and copied only where it differs: a repeated `make setup`
+# (lint and tests each start with one, side by side in CI) rewrites nothing another reads.
 gen-deps:
-	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I $(PROTO_DEPS) --python_out=generated --mypy_out=generated \
-		$(PROTO_DEPS)/buf/validate/validate.proto
-	touch generated/buf/__init__.py generated/buf/validate/__init__.py
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	PATH=$(BIN):$$PATH $(PY) -m grpc_tools.protoc -I $(PROTO_DEPS) --python_out=$$tmp --mypy_out=$$tmp \
+		$(PROTO_DEPS)/buf/validate/validate.proto && \
+	mkdir -p generated/buf/validate && \
+	for f in $$(cd $$tmp && find . -type f); do \
+		cmp -s "$$tmp/$$f" "generated/$$f" || cp "$$tmp/$$f" "generated/$$f"; done
+	test -f generated/buf/__init__.py || touch generated/buf/__init__.py
+	test -f generated/buf/validate/__init__.py || touch generated/buf/validate/__init__.py
 
 install: ## install the project (editable) with its development tools and optional extras
 	$(PY) -m pip install --quiet -e '.[dev,agents-sdk]'
