@@ -4,7 +4,7 @@ caller keeps its own deadline, cancellation and errors."""
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -135,12 +135,29 @@ async def test_a_failed_call_fails_each_of_its_queries_and_the_next_call_goes_on
 
 async def test_a_query_the_executor_drops_at_shutdown_is_reported_as_shutting_down() -> None:
     executor = BlockingExecutor(1)
-    busy = asyncio.create_task(executor.run(time.sleep, 0.2))  # the one thread, taken
-    await asyncio.sleep(0.05)
-    batches = QueryBatches(lambda texts: executor.run(lambda: [[0.0] for _ in texts]))
-    queued = asyncio.create_task(batches.embed("a"))  # its call waits behind the sleep
-    await asyncio.sleep(0.01)
-    await executor.shutdown()  # drops queued work, waits for running work
+    running, release = threading.Event(), threading.Event()
+
+    def hold_the_thread() -> None:
+        running.set()
+        release.wait(10)
+
+    busy = asyncio.create_task(executor.run(hold_the_thread))  # the one thread, taken
+    submitted = asyncio.Event()
+
+    async def embed_many(texts: list[str]) -> list[list[float]]:
+        job = executor.run(lambda: [[0.0] for _ in texts])
+        submitted.set()
+        return await job
+
+    batches = QueryBatches(embed_many)
+    await asyncio.to_thread(running.wait, 10)
+    queued = asyncio.create_task(batches.embed("a"))  # its call waits behind the held thread
+    await submitted.wait()
+    await asyncio.sleep(0)  # the call's job reaches the pool's queue
+    stopping = asyncio.create_task(executor.shutdown())  # drops queued work first
+    await asyncio.sleep(0)
+    release.set()  # then the running work may finish
+    await stopping
     await busy
     with pytest.raises(ShuttingDown, match="shutting down"):
         await queued

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 from pathlib import Path
@@ -51,6 +52,11 @@ async def test_a_signal_drains_the_server_and_exits_zero(
     assert process.stderr is not None
     log = (await process.stderr.read()).decode()
     assert code == 0, log
+    # The start-up heap frozen once built (service.wiring.heap): collections skip it.
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    frozen = [line["objects"] for line in lines if line.get("event") == "heap frozen"]
+    assert len(frozen) == 1, log
+    assert frozen[0] > 10_000
     assert "shutting down" in log
     assert "stopped" in log
 
