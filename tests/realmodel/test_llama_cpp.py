@@ -147,8 +147,9 @@ async def test_agents_sdk_keeps_the_stream_contract_with_a_real_model(
     req = AgentRequest(QUESTIONS[0], max_results=3, deadline=Deadline.after(300))
     events = [event async for event in agent.run(req)]
     check_events(events, text_before_tools=True)
-    result = completed(events).result
-    assert result.status in (ResponseStatus.SUCCESS, ResponseStatus.NO_ANSWER), result
+    answered = completed(events)
+    result = answered.result
+    assert result.status in (ResponseStatus.SUCCESS, ResponseStatus.NO_ANSWER), answered.error
     found = {s.citation for s in result.sources if s.citation}
     assert set(citations_of(result.answer)) <= found, "a citation of no source"
     check_origins(result)
