@@ -70,7 +70,7 @@ class Assembly:
 
     def add(self, chunk: object) -> list[str]:
         """Takes in one chunk (the decoded JSON); returns its text, in order."""
-        if not isinstance(chunk, Mapping):
+        if not _is_object(chunk):
             raise MalformedChunk.of("a chunk that is not an object", chunk)
         self.chunks += 1
         model = chunk.get("model")
@@ -92,7 +92,7 @@ class Assembly:
     def _take(self, choice: object) -> str:
         """One choice of a chunk: its finish reason and tool call fragments kept, its text
         returned."""
-        if not isinstance(choice, Mapping):
+        if not _is_object(choice):
             raise MalformedChunk.of("a choice that is not an object", choice)
         reason = choice.get("finish_reason")
         if reason:
@@ -100,7 +100,7 @@ class Assembly:
         delta = choice.get("delta")
         if delta is None:
             return ""
-        if not isinstance(delta, Mapping):
+        if not _is_object(delta):
             raise MalformedChunk.of("a delta that is not an object", delta)
         fragments = delta.get("tool_calls")
         if fragments:
@@ -173,6 +173,12 @@ def _merge_fragment(calls: dict[int, _PartialCall], fragment: object) -> None:
     arguments = function.get("arguments")
     if arguments:
         call.arguments.append(_text(arguments, "tool call arguments"))
+
+
+def _is_object(value: object) -> TypeGuard[Mapping[str, object]]:
+    """A JSON object: decoded JSON holds plain dicts, checked first because an isinstance
+    check against the Mapping ABC costs several times as much, three times per chunk."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _text(value: object, what: str) -> str:

@@ -38,10 +38,20 @@ class CitationFilter:
         return list(self._cited)
 
     def feed(self, text: str) -> str:
-        out: list[str] = []
+        if self._open is None and not self._after_drop and "[" not in text:
+            # Most deltas hold no bracket and follow plain text: all of it goes out but the
+            # trailing spaces, which wait in case a citation follows (as _step would do it
+            # character by character, at a tenth of the cost).
+            body = text.rstrip(" \t")
+            if not body:
+                self._spaces += text
+                return ""
+            out, self._spaces = self._spaces + body, text[len(body) :]
+            return out
+        out_parts: list[str] = []
         for char in text:
-            self._step(char, out)
-        return "".join(out)
+            self._step(char, out_parts)
+        return "".join(out_parts)
 
     def finish(self) -> str:
         """The held text once the answer has ended; an unclosed citation is dropped."""

@@ -31,6 +31,9 @@ def event_message(
 ) -> agent_pb2.AskStreamResponse:
     """``event`` as stream message number ``sequence``; ``run_id`` names a background run."""
     message = agent_pb2.AskStreamResponse(sequence=sequence)
+    if type(event) is AnswerDelta:  # most messages of a stream: checked first
+        message.answer_delta.text = event.text
+        return message
     match event:
         case RunStarted():
             message.run_started.CopyFrom(
@@ -52,8 +55,6 @@ def event_message(
             )
         case ToolCallCompleted():
             message.tool_call_completed.CopyFrom(tool_call_to_proto(event.call))
-        case AnswerDelta():
-            message.answer_delta.text = event.text
         case CitationFound():
             message.citation.CopyFrom(citation_to_proto(event.citation))
         case Heartbeat():

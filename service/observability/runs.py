@@ -1,8 +1,9 @@
 """Subscribers to a run's events: metrics, tool-call spans and the run log.
 
-The agent emits each event once; the servicer hands every event of a run to each
-:class:`RunSubscriber` it got from the listeners, and says how the run ended. Subscribers
-must be quick and must not raise: they run on the call's task between two stream messages.
+The agent emits each event once; the servicer hands every event of a run (of its answer
+deltas only the first) to each :class:`RunSubscriber` it got from the listeners, and says
+how the run ended. Subscribers must be quick and must not raise: they run on the call's
+task between two stream messages.
 """
 
 from __future__ import annotations
@@ -179,13 +180,21 @@ def _log_tool_call(call: ToolCallRecord) -> None:
 
 
 class Subscribers:
-    """Every listener's subscriber for one run, fed together; told of the end once."""
+    """Every listener's subscriber for one run, fed together; told of the end once.
+
+    Of the answer's deltas, most of a run's events, only the first is handed on: it marks
+    the first token, and the text they add up to comes with Completed."""
 
     def __init__(self, listeners: Sequence[RunListener], strategy: str) -> None:
         self._subs = [listener.run_started(strategy) for listener in listeners]
         self._ended = False
+        self._answering = False
 
     def event(self, event: AgentEvent) -> None:
+        if type(event) is AnswerDelta:
+            if self._answering:
+                return
+            self._answering = True
         for sub in self._subs:
             sub.event(event)
 

@@ -94,3 +94,26 @@ def test_any_split_of_the_stream_gives_the_same_answer(seed: int) -> None:
     assert "".join(out) == EXPECTED
     assert cited == [1, 2, 3]
     assert not any("9" in piece for piece in out), "no part of [9] is ever emitted"
+
+
+def character_by_character(pieces: list[str], valid: set[int]) -> list[str]:
+    """The filter's definition: each character through its state machine, no fast path."""
+    citations = CitationFilter(valid)
+    out: list[str] = []
+    for piece in pieces:
+        held: list[str] = []
+        for char in piece:
+            citations._step(char, held)
+        out.append("".join(held))
+    out.append(citations.finish())
+    return out
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_delta_without_brackets_is_released_as_the_state_machine_would(seed: int) -> None:
+    rng = random.Random(seed)
+    text = "".join(rng.choice("ab  \t.,\n[1]9") for _ in range(rng.randint(1, 80)))
+    cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(0, 12))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+    assert run_filter(pieces, {1})[0] == character_by_character(pieces, {1})

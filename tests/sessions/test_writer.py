@@ -98,6 +98,26 @@ async def test_a_failing_write_fails_alone_and_reaches_its_caller(
     assert logged(engine) == [1, 2]  # the failing write's own insert was rolled back
 
 
+async def test_a_write_alone_is_its_own_transaction_and_a_failure_rolls_it_back(
+    engine: Engine, writer: SerialWriter
+) -> None:
+    statements: list[str] = []
+    event.listen(
+        engine, "before_cursor_execute", lambda *args: statements.append(args[2].split()[0])
+    )
+
+    def half_then_fail(connection: Connection) -> None:
+        connection.execute(text("INSERT INTO log (n) VALUES (100)"))
+        raise ValueError("refused")
+
+    assert await writer.submit(insert(1)).future == 1
+    with pytest.raises(ValueError, match="refused"):
+        await writer.submit(half_then_fail).future
+    assert await writer.submit(insert(2)).future == 2
+    assert logged(engine) == [1, 2]  # the failing write's insert was rolled back with it
+    assert "SAVEPOINT" not in statements  # one write to a transaction needs none
+
+
 async def test_a_database_failure_is_database_unavailable_for_that_write_only(
     engine: Engine, writer: SerialWriter
 ) -> None:
