@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,8 @@ from service.sessions.schema import AnyRow
 from service.sessions.sealing import Content
 
 _CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
+# Strings, numbers and a tuple of strings (access): JSON values as they are.
+_STORED_FIELDS = tuple(f.name for f in fields(Chunk) if f.name != "piece_vectors")
 
 
 def sources_to_json(
@@ -42,13 +44,21 @@ def sources_to_json(
         )
     return [
         {
-            "chunk": asdict(replace(s.hit.chunk, piece_vectors=())),
+            "chunk": _chunk_json(s.hit.chunk),
             "score": s.hit.score,
             "citation": s.citation,
             **({"spans": spans[s.citation]} if s.citation in spans else {}),
         }
         for s in sources
     ]
+
+
+def _chunk_json(chunk: Chunk) -> dict[str, Any]:
+    """The chunk's fields as JSON values, its piece vectors left out (not asdict: it deep
+    copies every value, a third of a turn's record in the writer's thread)."""
+    found = {name: getattr(chunk, name) for name in _STORED_FIELDS}
+    found["piece_vectors"] = ()
+    return found
 
 
 def citations_from_json(value: list[dict[str, Any]] | None) -> tuple[CitationSpan, ...]:

@@ -58,11 +58,11 @@ from tests.bench.overhead_phases import (
 from tests.bench.sides import Side, ingested, launch
 from tests.processes import ModelProcess, model_process
 
-QUICK = Size(5, 8, 20, 2000, 2, 150, (200,), 100, 0.02, 2, ("sqlite",))
-FULL = Size(9, 16, 20, 2000, 3, 150, (200, 500), 100, 0.02, 3, ("sqlite", "postgres"))
+QUICK = Size(5, 8, 20, 2000, 2, 150, (200,), 100, 0.02, 2, ("sqlite",), 15, 10)
+FULL = Size(9, 16, 20, 2000, 3, 150, (200, 500), 100, 0.02, 3, ("sqlite", "postgres"), 25, 10)
 # first_token and relay run against retrieve_first servers, cpu and streams against agentic ones.
 PHASES = frozenset({"first_token", "relay", "cpu", "streams"})
-TINY = Size(1, 2, 5, 50, 1, 20, (4,), 5, 0.01, 1, ("sqlite",))  # the smoke test's
+TINY = Size(1, 2, 5, 50, 1, 20, (4,), 5, 0.01, 1, ("sqlite",), 1, 1)  # the smoke test's
 
 
 @contextlib.contextmanager

@@ -42,6 +42,10 @@ class Size:
     stream_interval: float
     stream_rounds: int
     stores: tuple[str, ...]
+    # The CPU phase's rounds: its ratio is the median of per-round ratios, and a round of a
+    # few questions varies by 5-10 % on a 2-core VM (three quick runs gave 1.17-1.39x).
+    cpu_rounds: int
+    warm_questions: int  # per side before the CPU phase (caches, pools, the session file)
 
 
 @dataclass
@@ -220,7 +224,7 @@ async def relay(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list
 
 
 async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[Figure]:
-    print(f"  CPU: {size.rounds} rounds of {size.questions} questions per side")
+    print(f"  CPU: {size.cpu_rounds} rounds of {size.questions} questions per side")
     await set_shape(model.base_url, size.answer_chunks, 0.0)
     q = size.questions
     unanswered: dict[str, int] = {}
@@ -241,12 +245,12 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
         return spent / answered
 
     for side in sides.values():
-        await ask_in_turn(side.target, 2)
+        await ask_in_turn(side.target, size.warm_questions)
 
     def turn(side: Side) -> Callable[[int], Awaitable[float]]:
         return lambda round_: on(side, round_)
 
-    t = await interleave(size.rounds, {name: turn(side) for name, side in sides.items()})
+    t = await interleave(size.cpu_rounds, {name: turn(side) for name, side in sides.items()})
     ms = 1000.0
     note = f"; unanswered {unanswered}" if any(unanswered.values()) else ""
     measured = f"{t.median('ragagent') * ms:.1f} ms{note}"

@@ -29,10 +29,21 @@ from tests.processes import (
 )
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+_SCHEDSTAT = Path("/proc/self/schedstat").exists()
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far, every thread included."""
+    """CPU time of a process so far, every thread included: to the nanosecond from each
+    thread's schedstat where the kernel keeps one (a round of a few questions is a few
+    hundred milliseconds, which clock ticks would measure to 2-5 %), else user plus system
+    time in ticks. The servers' threads are pools that live as long as the process: a thread
+    that ends between two readings, whose time the first way loses, is not one of theirs."""
+    if _SCHEDSTAT:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (fields 14, 15)

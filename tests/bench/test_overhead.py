@@ -135,3 +135,24 @@ async def test_a_baseline_searches_before_it_answers(tmp_path: Path, kind: str, 
     assert answer == events[-1].completed.answer
     assert answer.endswith("as the source says [1].")
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+
+
+def test_cpu_seconds_to_the_nanosecond_agree_with_the_clock_ticks() -> None:
+    import os
+
+    from tests.bench import sides
+
+    pid = os.getpid()
+    ticks = sides._TICK_S
+
+    def both() -> tuple[float, float]:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return sides.cpu_seconds(pid), (int(fields[11]) + int(fields[12])) * ticks
+
+    first, first_ticks = both()
+    sum(i * i for i in range(3_000_000))
+    second, second_ticks = both()
+    spent = second - first
+    assert spent > 0.05
+    assert abs(spent - (second_ticks - first_ticks)) < 0.03 + 0.1 * spent
