@@ -16,7 +16,8 @@ Phases (retrieve_first servers, then agentic ones):
   share is what each ragagent run reports its retrieval took (query embedding and search);
 - relay: answers of 2,000 chunks, chunks per second from first delta to end of stream;
 - CPU per answered question: agentic, one tool call, ~150-chunk answers, against the
-  floor and the peer;
+  floor and the peer, the sides taking turns question by question (CPU from each thread's
+  schedstat, to the nanosecond);
 - concurrency: N streams at once (100 chunks 20 ms apart): all completed, first-token
   p50/p99 and peak RSS against the floor.
 
