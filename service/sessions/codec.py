@@ -55,7 +55,7 @@ def sources_to_json(
 
 def _chunk_json(chunk: Chunk) -> dict[str, Any]:
     """The chunk's fields as JSON values, its piece vectors left out (not asdict: it deep
-    copies every value, a third of a turn's record in the writer's thread)."""
+    copies every value, about a fifth of a turn's completion in the writer's thread)."""
     found = {name: getattr(chunk, name) for name in _STORED_FIELDS}
     found["piece_vectors"] = ()
     return found
