@@ -257,7 +257,8 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
                 query = QUESTIONS[index % len(QUESTIONS)]
                 spent: dict[str, float] = {}
                 failed = False
-                for name in rotated(names, index):
+                # Every question in every order, in turn (6 questions, 3 sides).
+                for name in rotated(names, index + index // len(QUESTIONS)):
                     before = sides[name].cpu()
                     answer = await ask(stubs[name], query)
                     spent[name] = sides[name].cpu() - before
