@@ -8,17 +8,12 @@ from dataclasses import asdict, fields, replace
 
 from service.domain import Chunk, ScoredChunk, Source
 from service.sessions.codec import sources_from_json, sources_to_json
+from tests.sessions.support import result
 
 
 def test_a_source_keeps_every_field_of_its_chunk_but_the_piece_vectors() -> None:
-    chunk = Chunk(
-        chunk_id="c-1",
-        document_id="module-01/page.md",
-        text="Links are rigid.",
-        url="https://example.test/page",
-        title="Links",
-        module="module-01",
-        position=3,
+    chunk = replace(
+        result().sources[0].hit.chunk,
         access=("team-a", "team-b"),
         piece_vectors=[[0.1, 0.2], [0.3, 0.4]],
     )
