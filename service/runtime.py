@@ -253,7 +253,8 @@ class Runtime:
             store = await open_store(settings, embedder, executor, stack)
             fallbacks = observe.metrics.reranker_fallbacks
             reranker = build_reranker(settings, stack, lambda r: fallbacks.labels(r).inc())
-            retriever = observe.retriever(build_retriever(settings, store, reranker))
+            pipeline = build_retriever(settings, store, reranker)
+            retriever = observe.retriever(pipeline)
             model = None
             if settings.effective_strategy != "extractive":
                 client_config = model_client_config(settings)
@@ -266,6 +267,7 @@ class Runtime:
                 model=model,
                 embedder=embedder,
                 system_prompt=opening,
+                consistent_limit=pipeline.consistent_limit,
             )
             sessions = await open_session_store(session_store_config(settings))
             stack.push_async_callback(sessions.close)

@@ -77,9 +77,13 @@ class Agent:
         embedder: Embedder | None = None,
         strategy: StrategyName | None = None,
         system_prompt: str | None = None,
+        consistent_limit: int = 0,
     ) -> None:
         """``system_prompt``: the opening of every system prompt (the operator's
-        RAGAGENT_SYSTEM_PROMPT_FILE, read by the composition root); None: the built-in one."""
+        RAGAGENT_SYSTEM_PROMPT_FILE, read by the composition root); None: the built-in one.
+        ``consistent_limit``: the retriever's results for limits up to this are prefixes of
+        each other (SearchPipeline.consistent_limit), so a run's smaller repeated search is
+        answered from its larger one; 0: every limit is searched."""
         self._strategy: StrategyName = strategy or config.strategy
         # Only a server left to choose (auto) may answer a short deadline with a faster
         # strategy; an explicit one always runs as configured.
@@ -90,6 +94,7 @@ class Agent:
         if self._strategy == "extractive" and embedder is None:
             raise ConfigurationError("the extractive strategy needs an embedder")
         self._retriever = retriever
+        self._consistent_limit = consistent_limit
         self._model = model
         # One per agent: the vectors of pieces it has ranked are remembered across runs.
         self._sentence_vectors = SentenceVectors(embedder) if embedder is not None else None
@@ -134,6 +139,7 @@ class Agent:
             opening=self._opening,
             latency=self._latency,
             downgraded_reason=downgraded,
+            consistent_limit=self._consistent_limit,
         )
         producer: asyncio.Task[None] | None = None
         active: tuple[Run, asyncio.Task[None]] | None = None

@@ -98,6 +98,7 @@ class Run:
         opening: str | None = None,
         latency: EndpointLatency | None = None,
         downgraded_reason: str = "",
+        consistent_limit: int = 0,
     ) -> None:
         self.request = request
         self.latency = latency
@@ -129,6 +130,7 @@ class Run:
             book=self.book,
             calls=self.calls,
             emit=emit,
+            consistent_limit=consistent_limit,
         )
         self.answer_writer = AnswerWriter(self.book, emit, self._started)
         self._turns: ModelTurns | None = None

@@ -22,38 +22,51 @@ from service.domain import (
 from service.errors import DeadlineExceeded, RagAgentError
 from service.retrieval.base import QueryVectors, Retriever
 
-SearchKey = tuple[str, int, float, SearchFilters | None]
+# What decides a search's hits besides its limit: query, threshold, filters.
+SearchKey = tuple[str, float, SearchFilters | None]
+_Found = tuple[list[Source], dict[str, Any]]
 
 
 class FoundSearches:
     """The searches one run has completed, by everything that decides their hits.
 
-    The model's first search is usually the question the run has just searched for itself,
-    with the same top_k. A run answers from one view of the store (an ingest landing during
-    it is seen by the next run), so the same query, limit, threshold and filters find what
-    they found the first time: such a search is answered from here. Its call is still
-    reported and recorded as its own, but the store is not searched and the hits are not
-    numbered and summarised again. A different limit is searched (a reranking or hybrid
-    retriever's top 3 need not be the first 3 of its top 5). Only completed searches are
-    kept; concurrent identical calls of one turn both search. The memo lives as long as
-    the run.
+    The model's first search is usually the question the run has just searched for itself.
+    A run answers from one view of the store (an ingest landing during it is seen by the
+    next run), so the same query, threshold and filters find what they found the first
+    time: such a search is answered from here. Its call is still reported and recorded as
+    its own, but the store is not searched. A smaller limit is answered with the first hits
+    of a larger search only up to ``consistent_limit``, the retriever's promise that its
+    results for such limits are prefixes of each other (SearchPipeline.consistent_limit:
+    a reranking or hybrid retriever's top 3 is otherwise not the first 3 of its top 5).
+    Only completed searches are kept; concurrent identical calls of one turn both search.
+    The memo lives as long as the run.
     """
 
-    __slots__ = ("_found",)
+    __slots__ = ("_consistent", "_found")
 
-    def __init__(self) -> None:
-        self._found: dict[SearchKey, tuple[list[Source], dict[str, Any]]] = {}
+    def __init__(self, consistent_limit: int = 0) -> None:
+        self._consistent = consistent_limit
+        self._found: dict[SearchKey, dict[int, _Found]] = {}
 
-    def get(self, key: SearchKey) -> tuple[list[Source], dict[str, Any]] | None:
+    def get(self, key: SearchKey, limit: int) -> _Found | None:
         """The numbered sources and result summary of a search already made, or None."""
-        found = self._found.get(key)
-        if found is None:
+        by_limit = self._found.get(key)
+        if not by_limit:
             return None
-        sources, summary = found
-        return list(sources), summary  # a caller may reorder its list; the run's stays
+        found = by_limit.get(limit)
+        if found is not None:
+            sources, summary = found
+            return list(sources), summary  # a caller may reorder its list; the run's stays
+        larger = [n for n in by_limit if limit < n <= self._consistent]
+        if not larger:
+            return None
+        first = by_limit[min(larger)][0][:limit]
+        return first, result_summary(first)
 
-    def put(self, key: SearchKey, sources: list[Source], summary: dict[str, Any]) -> None:
-        self._found[key] = (list(sources), summary)
+    def put(
+        self, key: SearchKey, limit: int, sources: list[Source], summary: dict[str, Any]
+    ) -> None:
+        self._found.setdefault(key, {})[limit] = (list(sources), summary)
 
 
 class Searcher:
@@ -74,7 +87,10 @@ class Searcher:
         book: SourceBook,
         calls: ToolCallLog,
         emit: Callable[[AgentEvent], Awaitable[None]],
+        consistent_limit: int = 0,
     ) -> None:
+        """``consistent_limit``: the retriever's results for limits up to this are prefixes
+        of each other (see :class:`FoundSearches`); 0: no such promise."""
         self._retriever = retriever
         self._threshold = threshold
         self._filters = filters
@@ -83,7 +99,7 @@ class Searcher:
         self._calls = calls
         self._emit = emit
         self.vectors = QueryVectors()
-        self.found = FoundSearches()
+        self.found = FoundSearches(consistent_limit)
         self.seconds = 0.0
 
     async def retrieve(self, query: str, limit: int, *, with_pieces: bool = False) -> list[Source]:
@@ -105,10 +121,10 @@ class Searcher:
         is raised; a deadline is raised with the call still open, for the run to time out.
         A search the run has made already is answered with its sources (:attr:`found`).
         """
-        key: SearchKey = (query, limit, self._threshold, self._filters)
+        key: SearchKey = (query, self._threshold, self._filters)
         if self._deadline.expired:
             raise DeadlineExceeded("the deadline ran out before the search")
-        found = self.found.get(key)
+        found = self.found.get(key, limit)
         if found is None:
             try:
                 sources = self._book.add(await self._search(query, limit, with_pieces))
@@ -118,10 +134,10 @@ class Searcher:
                 await self._calls.end(record, ToolCallStatus.ERROR, error=exc.message)
                 raise
             summary = result_summary(sources)
-            self.found.put(key, sources, summary)
+            self.found.put(key, limit, sources, summary)
         else:
             # The same hits numbered again would get the numbers they have: the book is
-            # unchanged by them, so their sources and summary are those of the first time.
+            # unchanged by them, so their sources are those of the first time.
             sources, summary = found
         if sources:
             await self._emit(SourcesFound(record.id, sources))

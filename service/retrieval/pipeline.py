@@ -33,6 +33,13 @@ PIECE_CANDIDATES = 20
 _PREFIX_FACTOR, _PREFIX_MOST = 4, 200
 # With page diversity on, the engine is asked for this many times the candidates wanted.
 _DIVERSE_FACTOR = 2
+# A search for fewer results than this reads and reranks the candidates of a search for
+# this many, so its results are the first of that search's: a run that searched for 5
+# answers the model's search for 3 without a second engine query (service.agent.search).
+# Measured on the read question sets (227 answerable, 2026-11-27, docs/evaluation.md): at
+# top_k 1, 2, 3 and 4 the deeper candidates found 2, 2, 1 and 1 expected pages more (net;
+# at 1 and 2 they lost 5 and 1 questions while finding 7 and 3), rejections unchanged.
+CONSISTENT_LIMIT = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,8 @@ class SearchPipeline:
         self.embedder = embedder
         self.steps = steps
         self.reranker = reranker
+        # Results for any limit up to this are the first of the results for this limit.
+        self.consistent_limit = CONSISTENT_LIMIT
 
     async def search(
         self,
@@ -135,7 +144,8 @@ class SearchPipeline:
     ) -> list[ScoredChunk]:
         """The search after embedding (benchmarks time it apart from the embedding)."""
         steps = self.steps
-        wanted = limit * steps.rerank_depth if self.reranker is not None else limit
+        sized = max(limit, CONSISTENT_LIMIT)
+        wanted = sized * steps.rerank_depth if self.reranker is not None else sized
         prefix = exact_prefix(filters)
         fetch = wanted if prefix is None else min(wanted * _PREFIX_FACTOR, _PREFIX_MOST)
         if steps.per_document > 0:

@@ -123,9 +123,12 @@ def make_agent(
     *,
     strategy: StrategyName = "agentic",
     embedder: Embedder | None = None,
+    consistent_limit: int = 0,
     **overrides: object,
 ) -> tuple[Agent, openai.AsyncOpenAI | None]:
-    """The agent over a real AsyncOpenAI client pointed at the fake (close the client)."""
+    """The agent over a real AsyncOpenAI client pointed at the fake (close the client).
+    ``consistent_limit``: what the retriever promises (FakeRetriever keeps its promise for
+    any limit: its results are sorted by score, then cut)."""
     config = settings(**overrides)
     client = None
     model = None
@@ -135,7 +138,12 @@ def make_agent(
         )
         model = OpenAIChatModel.from_config(client, model_client_config(config))
     agent = Agent(
-        agent_config(config), retriever=retriever, model=model, embedder=embedder, strategy=strategy
+        agent_config(config),
+        retriever=retriever,
+        model=model,
+        embedder=embedder,
+        strategy=strategy,
+        consistent_limit=consistent_limit,
     )
     return agent, client
 

@@ -1,7 +1,8 @@
 """A run searches the store once per distinct search (issue 15): the model's search for the
 question the run has just searched for itself, with the same top_k, is answered with the
-run's sources, yet reported and recorded as a call of its own. Both strategies in which the
-model calls the tool."""
+run's sources, yet reported and recorded as a call of its own; so is a search for fewer
+results, where the retriever promises that those are the first of its results. Both
+strategies in which the model calls the tool."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ async def test_the_models_search_for_the_question_is_answered_without_searching_
     assert "[2] Urdf Joint" in tool_message["content"]
 
 
-async def test_another_query_or_top_k_is_searched(
+async def test_another_query_or_top_k_is_searched_without_the_retrievers_promise(
     fake_openai: FakeOpenAI, build_agentic: AgentFactory
 ) -> None:
     store = retriever()
@@ -135,3 +136,51 @@ async def test_a_search_that_found_nothing_is_reused_too(
     assert store.queries == [QUESTION, "nothing here"]
     calls = completed(events).result.tool_calls
     assert [c.result["hits"] for c in calls if c.result is not None] == [2, 0, 0]
+
+
+async def test_a_smaller_top_k_is_answered_with_the_first_hits_of_the_runs_search(
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
+) -> None:
+    store = retriever()
+    fake_openai.script_chat(
+        ChatReply.calls(search(QUESTION, "call_1", top_k=1)),
+        ChatReply.text("A link is a rigid body [1]."),
+    )
+    agent = build_agentic(store, consistent_limit=5)
+    events = await collect(agent.run(request(QUESTION, max_results=5)))
+
+    check_events(events)
+    assert store.queries == [QUESTION]  # the model's top 1 is the run's first hit
+    service, model = completed(events).result.tool_calls
+    assert model.status is ToolCallStatus.COMPLETED
+    assert service.result is not None
+    assert model.result is not None
+    assert model.result == {"hits": 1, "sources": service.result["sources"][:1]}
+    found = {e.tool_call_id: e.sources for e in events if isinstance(e, SourcesFound)}
+    assert [(s.citation, s.hit.chunk.chunk_id) for s in found["call_1"]] == [(1, LINK.chunk_id)]
+    # The model read that one passage only, under the number the run gave it.
+    tool_message = fake_openai.chat_requests[1].messages[-1]["content"]
+    assert "[1] Urdf Link" in tool_message
+    assert "[2]" not in tool_message
+
+
+async def test_a_larger_top_k_or_one_past_the_promise_is_searched(
+    fake_openai: FakeOpenAI, build_agentic: AgentFactory
+) -> None:
+    store = retriever()
+    fake_openai.script_chat(
+        ChatReply.calls(search("joints", "call_1", top_k=1)),
+        ChatReply.calls(search("joints", "call_2", top_k=2), search(QUESTION, "call_3", top_k=4)),
+        ChatReply.text("Joints move links [2]."),
+    )
+    agent = build_agentic(store, consistent_limit=3)
+    events = await collect(agent.run(request(QUESTION, max_results=5)))
+
+    check_events(events)
+    # "joints" for 2 after 1: more than was found; the question for 4: past the promise (3).
+    assert sorted((c.query, c.limit) for c in store.calls) == [
+        (QUESTION, 4),
+        (QUESTION, 5),
+        ("joints", 1),
+        ("joints", 2),
+    ]

@@ -1,5 +1,6 @@
 """The search pipeline's steps, in order, over a scripted engine: threshold, reranking depth,
-page diversity, the reranker's scores as the threshold's input, and the URL prefix refined."""
+page diversity, the reranker's scores as the threshold's input, the URL prefix refined, and
+results for small limits that are the first of the results for the consistent limit."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from service.domain import Deadline, ScoredChunk, SearchFilters
 from service.retrieval.base import EngineHit
-from service.retrieval.pipeline import SearchPipeline, SearchSteps, diverse
+from service.retrieval.pipeline import CONSISTENT_LIMIT, SearchPipeline, SearchSteps, diverse
 from tests.helpers import make_chunk
 
 
@@ -90,16 +91,16 @@ async def test_without_steps_the_engine_cuts_by_the_threshold() -> None:
     engine = ScriptedEngine(PAGES)
     found = await SearchPipeline(engine, Embedder()).search("q", limit=3, threshold=0.5)
     assert [h.chunk.text for h in found] == ["a0", "a1", "a2"]
-    assert engine.asked == [(3, 0.5)]
+    assert engine.asked == [(CONSISTENT_LIMIT, 0.5)]  # a smaller limit reads as many
 
 
 async def test_the_reranker_sees_depth_times_the_limit_above_the_threshold() -> None:
     engine, reranker = ScriptedEngine(PAGES), Reverse()
     pipeline = SearchPipeline(engine, Embedder(), reranker=reranker)
-    found = await pipeline.search("q", limit=2, threshold=0.5)
-    assert engine.asked == [(6, 0.5)]
+    found = await pipeline.search("q", limit=6, threshold=0.5)
+    assert engine.asked == [(18, 0.5)]
     assert reranker.seen == 4  # c0 is below the threshold
-    assert [h.chunk.text for h in found] == ["b0", "a2"]
+    assert [h.chunk.text for h in found] == ["b0", "a2", "a1", "a0"]
 
 
 async def test_page_diversity_keeps_at_most_n_chunks_per_document() -> None:
@@ -129,7 +130,7 @@ async def test_a_url_prefix_not_ending_at_a_slash_is_refined_after_the_engine() 
         "q", limit=2, threshold=0.0, filters=SearchFilters(url_prefix="https://b/ab")
     )
     assert [h.chunk.text for h in found] == ["b0"]
-    assert engine.asked == [(8, None)]
+    assert engine.asked == [(CONSISTENT_LIMIT * 4, None)]
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.9])
@@ -143,3 +144,26 @@ async def test_piece_scoring_reads_more_candidates_scored_and_cut_by_the_engine(
     # The engine's score is the chunk's with its pieces: it may cut by the threshold.
     assert engine.asked == ([(20, 0.4)] if weight else [(5, 0.4)])
     assert engine.piece_weights == [weight]
+
+
+@pytest.mark.parametrize("steps", [SearchSteps(), SearchSteps(per_document=2, piece_weight=0.9)])
+async def test_results_for_a_smaller_limit_are_the_first_of_those_for_the_consistent_limit(
+    steps: SearchSteps,
+) -> None:
+    """What lets a run answer the model's search for 3 from its own search for 5
+    (service.agent.search.FoundSearches): the same candidates, reranked alike."""
+    pages = [(f"p{i % 10}", f"t{i}", 0.99 - i / 100) for i in range(40)]
+    engine = ScriptedEngine(pages)
+    pipeline = SearchPipeline(engine, Embedder(), steps, reranker=Reverse())
+    assert pipeline.consistent_limit == CONSISTENT_LIMIT
+    most = await pipeline.search("q", limit=CONSISTENT_LIMIT, threshold=0.5)
+    assert len(most) == CONSISTENT_LIMIT
+    for limit in range(1, CONSISTENT_LIMIT):
+        found = await pipeline.search("q", limit=limit, threshold=0.5)
+        assert found == most[:limit]
+    # Every one of those searches asked the engine for the same candidates.
+    assert len(set(engine.asked)) == 1
+    # A larger limit reads more, and its first results may differ (the reranker saw more).
+    larger = await pipeline.search("q", limit=CONSISTENT_LIMIT + 1, threshold=0.5)
+    assert engine.asked[-1][0] > engine.asked[0][0]
+    assert [h.chunk.text for h in larger[:CONSISTENT_LIMIT]] != [h.chunk.text for h in most]
