@@ -108,7 +108,6 @@ class CompleteTurn:
             turn,
             self.turn_id,
             self.result,
-            status=status,
             now=self.now,
             content=self.content,
         )
