@@ -55,6 +55,9 @@ def check_grounding(answer: str, passage: Callable[[int], str | None]) -> Ground
     """The grounding of ``answer``; ``passage(n)`` is the text of source n (None: no such)."""
     supports: list[SentenceSupport] = []
     cited_any = False
+    # Each passage's words once per answer: sentences mostly cite the same few passages, and
+    # reading a passage again for each of them was most of the check's cost.
+    passage_words: dict[int, set[str]] = {}
     for sentence in split_answer(answer):
         numbers = tuple(n for n in citations_of(sentence) if passage(n) is not None)
         cited_any = cited_any or bool(numbers)
@@ -66,7 +69,9 @@ def check_grounding(answer: str, passage: Callable[[int], str | None]) -> Ground
         else:
             known: set[str] = set()
             for number in numbers:
-                known |= content_words(passage(number) or "")
+                if number not in passage_words:
+                    passage_words[number] = content_words(passage(number) or "")
+                known |= passage_words[number]
             score = len(words & known) / len(words)
         supports.append(
             SentenceSupport(sentence, numbers, round(score, 4), score >= SUPPORT_THRESHOLD)
