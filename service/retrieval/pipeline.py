@@ -36,7 +36,7 @@ _DIVERSE_FACTOR = 2
 # A search for fewer results than this reads and reranks the candidates of a search for
 # this many, so its results are the first of that search's: a run that searched for 5
 # answers the model's search for 3 without a second engine query (service.agent.search).
-# Measured on the read question sets (227 answerable, 2026-11-27, docs/evaluation.md): at
+# Measured on the read question sets (227 answerable, 2026-11-27, docs/retrieval.md): at
 # top_k 1, 2, 3 and 4 the deeper candidates found 2, 2, 1 and 1 expected pages more (net;
 # at 1 and 2 they lost 5 and 1 questions while finding 7 and 3), rejections unchanged.
 CONSISTENT_LIMIT = 5
