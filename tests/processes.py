@@ -55,9 +55,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def clean_env(**settings: str) -> dict[str, str]:
+def clean_env(*, code: Sequence[Path] = (), **settings: str) -> dict[str, str]:
     """The caller's environment without its RAGAGENT_* and OPENAI_* variables, plus
     ``settings`` (RAGAGENT_ names, lower case, without the prefix: ``log_format="json"``).
+    ``code``: folders imported from before this repository (another revision's service, for
+    a benchmark that compares the two).
 
     No model download (HF_HUB_OFFLINE), a crash leaves its stacks in the log
     (PYTHONFAULTHANDLER), and ``-m service.cli`` or ``-m tests...`` import from this
@@ -67,7 +69,8 @@ def clean_env(**settings: str) -> dict[str, str]:
     env |= {f"RAGAGENT_{k.upper()}": v for k, v in settings.items()}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(REPO)]))
+    first = [str(folder) for folder in code]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*first, env.get("PYTHONPATH"), str(REPO)]))
     return env
 
 
@@ -82,7 +85,12 @@ class ServerProcess:
 
     @classmethod
     def launch(
-        cls, folder: Path, *, command: Sequence[str] = SERVE, **settings: str
+        cls,
+        folder: Path,
+        *,
+        command: Sequence[str] = SERVE,
+        code: Sequence[Path] = (),
+        **settings: str,
     ) -> ServerProcess:
         """Starts ``command`` (``ragagent serve`` unless a harness wraps it) on a free port,
         without waiting. ``folder`` is its working directory (so no .env of ours is read),
@@ -94,7 +102,7 @@ class ServerProcess:
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, *command],
-                env=clean_env(**chosen),
+                env=clean_env(code=code, **chosen),
                 cwd=folder,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -159,9 +167,11 @@ class ServerProcess:
         return int(self.process.returncode)
 
 
-def start_server(folder: Path, *, command: Sequence[str] = SERVE, **settings: str) -> ServerProcess:
+def start_server(
+    folder: Path, *, command: Sequence[str] = SERVE, code: Sequence[Path] = (), **settings: str
+) -> ServerProcess:
     """``ServerProcess.launch`` and wait until it serves (stopped again if it never does)."""
-    server = ServerProcess.launch(folder, command=command, **settings)
+    server = ServerProcess.launch(folder, command=command, code=code, **settings)
     try:
         server.wait_ready()
     except BaseException:

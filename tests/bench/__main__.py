@@ -3,7 +3,8 @@
 Quick mode by default; ``--full`` (or BENCH_MODE=full, which ``make bench BENCH_MODE=full``
 passes through) runs the long ones at full size: the soak at 500 streams for 10 minutes, the
 overhead benchmark with 500 streams and PostgreSQL. ``--json PATH`` (BENCH_JSON) writes the
-overhead benchmark's figures as JSON.
+overhead benchmark's figures as JSON; ``--against REV`` (BENCH_AGAINST) adds ragagent at git
+revision REV to its CPU phase.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, object]]] 
     "scale": lambda args: bench_scale.main(),
     "soak": lambda args: bench_soak.main(full=args.full),
     "overhead": lambda args: bench_overhead.main(
-        full=args.full, json_path=args.json, phases=args.phases
+        full=args.full, json_path=args.json, phases=args.phases, against=args.against
     ),
     "strategies": lambda args: bench_strategies.main(),
     "extractive": lambda args: bench_extractive.main(),
@@ -85,6 +86,13 @@ def main() -> None:
         default=bench_overhead.PHASES,
         help=f"the overhead benchmark's phases, comma-separated: any of "
         f"{', '.join(sorted(bench_overhead.PHASES))}; default: all",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        default=os.environ.get("BENCH_AGAINST") or None,
+        help="the overhead benchmark's CPU phase also runs ragagent at git revision REV and "
+        "reports the ratio to it (default BENCH_AGAINST)",
     )
     args = parser.parse_args()
     if unknown := set(args.names) - BENCHES.keys():

@@ -21,11 +21,13 @@ Phases (retrieve_first servers, then agentic ones):
 - concurrency: N streams at once (100 chunks 20 ms apart): all completed, first-token
   p50/p99 and peak RSS against the floor.
 
-Run: ``python -m tests.bench overhead [--full] [--json PATH] [--phases first_token,relay,...]``:
-quick by default (SQLite, 200 streams; every phase unless ``--phases`` names some of
-first_token, relay, cpu, streams); ``--full`` adds 500 streams, more rounds, and PostgreSQL
-(TEST_POSTGRES_DSN, default postgresql://postgres@127.0.0.1:5432/test; skipped with the
-reason when unreachable).
+Run: ``python -m tests.bench overhead [--full] [--json PATH] [--phases first_token,relay,...]
+[--against REV]``: quick by default (SQLite, 200 streams; every phase unless ``--phases``
+names some of first_token, relay, cpu, streams); ``--full`` adds 500 streams, more rounds, and
+PostgreSQL (TEST_POSTGRES_DSN, default postgresql://postgres@127.0.0.1:5432/test; skipped
+with the reason when unreachable). ``--against REV`` adds ragagent at git revision REV as a
+side of the CPU phase: a change of a few percent is seen against the code before it in the
+same run, which the run-to-run spread of the ratios to the floor hides.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import os
 import platform
 import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,13 +58,24 @@ from tests.bench.overhead_phases import (
     first_token,
     relay,
 )
-from tests.bench.sides import Side, ingested, launch
+from tests.bench.sides import Side, ingested, launch, revision_code
 from tests.processes import ModelProcess, model_process
 
 QUICK = Size(5, 8, 20, 2000, 2, 150, (200,), 100, 0.02, 2, ("sqlite",), 15, 10)
 FULL = Size(9, 16, 20, 2000, 3, 150, (200, 500), 100, 0.02, 3, ("sqlite", "postgres"), 25, 10)
 # first_token and relay run against retrieve_first servers, cpu and streams against agentic ones.
 PHASES = frozenset({"first_token", "relay", "cpu", "streams"})
+BEFORE = "before"  # the side that runs ragagent at another revision (--against)
+
+
+@dataclass(frozen=True)
+class Against:
+    """ragagent at git ``revision``: ``code`` goes first on its PYTHONPATH."""
+
+    revision: str
+    code: list[Path]
+
+
 TINY = Size(1, 2, 5, 50, 1, 20, (4,), 5, 0.01, 1, ("sqlite",), 1, 1)  # the smoke test's
 
 
@@ -84,10 +97,19 @@ async def one_store(
     model: ModelProcess,
     size: Size,
     phases: frozenset[str],
+    against: Against | None = None,
 ) -> tuple[list[Figure], int]:
-    """The phases asked for, against servers over ``prepared``; ragagent also gets ``own``."""
+    """The phases asked for, against servers over ``prepared``; ragagent also gets ``own``;
+    ``against``: ragagent at another revision, a side of the CPU phase."""
 
     async def start(kind: str, mode: str) -> Side:
+        if kind == BEFORE:
+            assert against is not None
+            side = await asyncio.to_thread(
+                launch, "ragagent", folder / f"{kind}-{mode}", prepared, mode,
+                {**settings, **own}, code=against.code,
+            )  # fmt: skip
+            return Side(BEFORE, side.server)
         extra = own if kind == "ragagent" else {}
         return await asyncio.to_thread(
             launch, kind, folder / f"{kind}-{mode}", prepared, mode, {**settings, **extra}
@@ -117,6 +139,8 @@ async def one_store(
                 side.check()
     if phases & {"cpu", "streams"}:
         peer_kind = [("peer", "agentic")] if "cpu" in phases else []
+        if peer_kind and against is not None:
+            peer_kind.append((BEFORE, "agentic"))
         rag, floor, *peer = await start_all(
             ("ragagent", "agentic"), ("floor", "agentic"), *peer_kind
         )
@@ -124,8 +148,9 @@ async def one_store(
             chunks = chunks or await corpus_chunks(rag.target)
             if peer:
                 with started(*peer):
-                    sides = {"ragagent": rag, "floor": floor, "peer": peer[0]}
-                    figures += await cpu(sides, model, size)
+                    sides = {"ragagent": rag, "floor": floor, **{p.name: p for p in peer}}
+                    label = against.revision if against is not None else None
+                    figures += await cpu(sides, model, size, against=label)
             if "streams" in phases:
                 figures += await concurrency(rag, floor, model, size)
             for side in (rag, floor):
@@ -187,8 +212,13 @@ async def run(
     corpus: Path,
     mode: str,
     json_path: Path | None = None,
+    *,
     phases: frozenset[str] = PHASES,
+    against: str | None = None,
 ) -> dict[str, Any]:
+    """Every phase asked for, on every store of ``size``; ``against``: a git revision of
+    ragagent to add to the CPU phase."""
+    other = None if against is None else Against(against, revision_code(against))
     results: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
@@ -220,6 +250,7 @@ async def run(
                         model=model,
                         size=size,
                         phases=phases,
+                        against=other,
                     )
                 results["corpus"] = f"{corpus.name} ({chunks} chunks)"
                 results["stores"][store] = {
@@ -234,9 +265,14 @@ async def run(
 
 
 async def main(
-    *, full: bool = False, json_path: Path | None = None, phases: frozenset[str] = PHASES
+    *,
+    full: bool = False,
+    json_path: Path | None = None,
+    phases: frozenset[str] = PHASES,
+    against: str | None = None,
 ) -> None:
     if not BOOK.is_dir():
         print(f"skipped: the textbook is absent ({BOOK}); the overhead figures are at book size")
         return
-    await run(FULL if full else QUICK, BOOK, "full" if full else "quick", json_path, phases)
+    size, mode = (FULL, "full") if full else (QUICK, "quick")
+    await run(size, BOOK, mode, json_path, phases=phases, against=against)

@@ -224,13 +224,16 @@ async def relay(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list
     ]
 
 
-async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[Figure]:
+async def cpu(
+    sides: dict[str, Side], model: ModelProcess, size: Size, *, against: str | None = None
+) -> list[Figure]:
     """CPU per answered question, the sides taking turns question by question (each asks
     the same question, in a rotating order, over a channel of its own kept open): a 2-core
     VM's speed drifts by 20 % within seconds, and rounds of several questions per side
     compared rounds run at different speeds (three runs of identical code: 1.17-1.39x). A
     ratio is the median over questions of the per-question ratio; a question one side did
-    not answer is left out of every side's figures."""
+    not answer is left out of every side's figures. ``against``: the git revision that the
+    side named "before" runs (shown only: a comparison, not a target)."""
     n = size.cpu_rounds * size.questions
     print(f"  CPU: {n} questions per side, taking turns question by question")
     await set_shape(model.base_url, size.answer_chunks, 0.0)
@@ -300,6 +303,7 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
             1.1,
         ),
     ]
+    figures += _against(t, measured, against)
     if executed:
         mega = 1e6
         figures.append(
@@ -314,6 +318,21 @@ async def cpu(sides: dict[str, Side], model: ModelProcess, size: Size) -> list[F
             )
         )
     return figures
+
+
+def _against(t: Rounds, measured: str, revision: str | None) -> list[Figure]:
+    """ragagent against itself at ``revision`` (the side named "before"): shown only."""
+    if revision is None:
+        return []
+    return [
+        Figure(
+            f"server CPU per answered question vs ragagent at {revision}",
+            measured,
+            f"{revision} {t.median('before') * 1000.0:.1f} ms",
+            t.ratio("ragagent", "before"),
+            "(compared)",
+        )
+    ]
 
 
 async def concurrency(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list[Figure]:

@@ -228,14 +228,58 @@ def data_copy(prepared: Path, folder: Path) -> Path:
     return folder
 
 
-def launch(kind: str, folder: Path, prepared: Path, mode: str, settings: dict[str, str]) -> Side:
+def revision_code(revision: str) -> list[Path]:
+    """What a server runs to be git ``revision`` of ragagent: its ``service/`` and
+    ``generated/``, exported once under .cache/bench, to go first on its PYTHONPATH (the
+    installed packages are this checkout's)."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise ValueError(f"{revision!r} is not a commit of {REPO}")
+    commit = found.stdout.strip()
+    tree = CACHE / f"revision-{commit[:12]}"
+    if not (tree / "service").is_dir():
+        making = tree.with_suffix(f".{os.getpid()}")
+        shutil.rmtree(making, ignore_errors=True)
+        making.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "service", "generated"],
+            cwd=REPO,
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise ValueError(f"{revision!r} has no service/ to run: {archive.stderr.decode()}")
+        subprocess.run(["tar", "-x", "-C", str(making)], input=archive.stdout, check=True)
+        shutil.rmtree(tree, ignore_errors=True)
+        making.rename(tree)
+    return [tree, tree / "generated"]
+
+
+def launch(
+    kind: str,
+    folder: Path,
+    prepared: Path,
+    mode: str,
+    settings: dict[str, str],
+    *,
+    code: list[Path] | None = None,
+) -> Side:
     """``ragagent`` (``ragagent serve``), ``floor`` or ``peer``, serving over a copy of
-    ``prepared``, in ``mode`` (retrieve_first or agentic; the peer is agentic only)."""
+    ``prepared``, in ``mode`` (retrieve_first or agentic; the peer is agentic only).
+    ``code``: ragagent's code of another revision (:func:`revision_code`)."""
     data = data_copy(prepared, folder / "data")
     chosen = {**settings, "data_dir": str(data)}
     started = time.monotonic()
     if kind == "ragagent":
-        server: ServerProcess | MinimalProcess = start_server(folder, **chosen, agent_strategy=mode)
+        server: ServerProcess | MinimalProcess = start_server(
+            folder, code=code or (), **chosen, agent_strategy=mode
+        )
     else:
         module = "tests.bench.floor_server" if kind == "floor" else "tests.bench.peer_server"
         server = MinimalProcess(module, [mode] if kind == "floor" else [], folder, chosen)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import grpc
@@ -24,10 +25,19 @@ from tests.bench.sides import (
     peak_rss_mib,
     perf_counts,
     reset_peak_rss,
+    revision_code,
 )
-from tests.processes import SMALL_CORPUS, model_process
+from tests.processes import REPO, SMALL_CORPUS, clean_env, model_process
 
 INSTRUCTIONS = "server instructions per answered question vs bare (perf stat)"
+
+
+def small_corpus(tmp_path: Path) -> Path:
+    corpus = tmp_path / "corpus"
+    for relative, text in SMALL_CORPUS.items():
+        (corpus / relative).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / relative).write_text(text)
+    return corpus
 
 
 def test_the_fake_model_changes_its_answers_on_request() -> None:
@@ -48,8 +58,6 @@ def test_the_fake_model_changes_its_answers_on_request() -> None:
 
 
 def test_process_figures_come_from_proc() -> None:
-    import os
-
     pid = os.getpid()
     before = cpu_seconds(pid)
     sum(i * i for i in range(2_000_000))
@@ -61,10 +69,7 @@ def test_process_figures_come_from_proc() -> None:
 @pytest.mark.slow
 async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> None:
     pytest.importorskip("agents", reason="the peer needs the agents-sdk extra")
-    corpus = tmp_path / "corpus"
-    for relative, text in SMALL_CORPUS.items():
-        (corpus / relative).parent.mkdir(parents=True, exist_ok=True)
-        (corpus / relative).write_text(text)
+    corpus = small_corpus(tmp_path)
     out = tmp_path / "figures.json"
 
     results = await bench_overhead.run(bench_overhead.TINY, corpus, "tiny", out)
@@ -106,10 +111,7 @@ async def test_a_baseline_searches_before_it_answers(tmp_path: Path, kind: str, 
     the model's tool call into the same retrieval and stream the answer after its sources."""
     if kind == "peer":
         pytest.importorskip("agents", reason="the peer needs the agents-sdk extra")
-    corpus = tmp_path / "corpus"
-    for relative, text in SMALL_CORPUS.items():
-        (corpus / relative).parent.mkdir(parents=True, exist_ok=True)
-        (corpus / relative).write_text(text)
+    corpus = small_corpus(tmp_path)
     prepared = ingested(corpus)
     with model_process(deltas=6, interval=0.0) as model:
         settings = {
@@ -138,8 +140,6 @@ async def test_a_baseline_searches_before_it_answers(tmp_path: Path, kind: str, 
 
 
 def test_cpu_seconds_to_the_nanosecond_agree_with_the_clock_ticks() -> None:
-    import os
-
     from tests.bench import sides
 
     pid = os.getpid()
@@ -156,3 +156,33 @@ def test_cpu_seconds_to_the_nanosecond_agree_with_the_clock_ticks() -> None:
     spent = second - first
     assert spent > 0.05
     assert abs(spent - (second_ticks - first_ticks)) < 0.03 + 0.1 * spent
+
+
+def test_another_revision_runs_from_its_own_exported_code() -> None:
+    tree, generated = revision_code("HEAD")
+    assert (tree / "service" / "__init__.py").is_file()
+    assert (generated / "ragagent" / "v1" / "agent_pb2.py").is_file()
+    assert revision_code("HEAD") == [tree, generated]  # exported once
+    path = clean_env(code=[tree, generated])["PYTHONPATH"].split(os.pathsep)
+    assert path[:2] == [str(tree), str(generated)]
+    assert path[-1] == str(REPO)
+    with pytest.raises(ValueError, match="not a commit"):
+        revision_code("no-such-revision-anywhere")
+
+
+@pytest.mark.slow
+async def test_the_cpu_phase_compares_against_another_revision(tmp_path: Path) -> None:
+    """``--against REV``: ragagent at REV is one more side of the CPU phase, shown only."""
+    pytest.importorskip("agents", reason="the peer needs the agents-sdk extra")
+    corpus = small_corpus(tmp_path)
+
+    results = await bench_overhead.run(
+        bench_overhead.TINY, corpus, "tiny", phases=frozenset({"cpu"}), against="HEAD"
+    )
+
+    figures = {f["name"]: f for f in results["stores"]["sqlite"]["figures"]}
+    compared = figures["server CPU per answered question vs ragagent at HEAD"]
+    assert math.isfinite(compared["value"])
+    assert compared["value"] > 0
+    assert compared["verdict"] == ""
+    assert compared["baseline"].startswith("HEAD ")
