@@ -111,7 +111,8 @@ class SearchPipeline:
         self.embedder = embedder
         self.steps = steps
         self.reranker = reranker
-        # Results for any limit up to this are the first of the results for this limit.
+        # Results for any limit up to this are the first of the results for this limit: the
+        # candidates are sized by it (search_vector), and the Agent is told it (runtime).
         self.consistent_limit = CONSISTENT_LIMIT
 
     async def search(
@@ -144,7 +145,7 @@ class SearchPipeline:
     ) -> list[ScoredChunk]:
         """The search after embedding (benchmarks time it apart from the embedding)."""
         steps = self.steps
-        sized = max(limit, CONSISTENT_LIMIT)
+        sized = max(limit, self.consistent_limit)
         wanted = sized * steps.rerank_depth if self.reranker is not None else sized
         prefix = exact_prefix(filters)
         fetch = wanted if prefix is None else min(wanted * _PREFIX_FACTOR, _PREFIX_MOST)
