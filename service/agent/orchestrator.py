@@ -29,7 +29,7 @@ from typing import cast
 
 from service.agent.agentic import run_agentic
 from service.agent.config import AgentConfig, StrategyName
-from service.agent.events import AgentEvent, Completed, Heartbeat, RunStarted
+from service.agent.events import AgentEvent, AnswerDelta, Completed, Heartbeat, RunStarted
 from service.agent.extractive import run_extractive
 from service.agent.latency import EndpointLatency, fitting
 from service.agent.model import ChatModel
@@ -54,6 +54,26 @@ log = get_logger("ragagent.agent")
 
 # A deadline this close is as good as gone: the timer that fired may run a hair early.
 _DEADLINE_SLACK_S = 0.05
+
+
+def _with_queued(delta: AnswerDelta, relay: Relay[AgentEvent | _Failure]) -> AnswerDelta:
+    """The delta with the deltas queued right behind it, as one.
+
+    Deltas queue while the caller's stream is busy sending (the model wrote faster than the
+    stream sends, or the server is loaded): they go as one message instead of one per model
+    chunk, since each message costs the same CPU through the servicer, the interceptor
+    chain and grpc whatever its length. The first delta is never held back (it is sent as
+    soon as the stream can), the text is the same, and a citation or tool event stays
+    after the text it followed.
+    """
+    queued = relay.take_while(_is_delta)
+    if not queued:
+        return delta
+    return AnswerDelta(delta.text + "".join(cast(AnswerDelta, more).text for more in queued))
+
+
+def _is_delta(item: object) -> bool:
+    return type(item) is AnswerDelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +181,8 @@ class Agent:
                     continue
                 if isinstance(item, _Failure):
                     raise item.error
+                if type(item) is AnswerDelta:
+                    item = _with_queued(item, relay)
                 yield item
                 if isinstance(item, Completed):
                     return

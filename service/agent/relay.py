@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 T = TypeVar("T")
@@ -86,15 +87,29 @@ class Relay(Generic[T]):
             finally:
                 self._getter = None
         item = items.popleft()
-        if self._putters and len(items) <= self._low:
+        self._taken()
+        return item
+
+    def take_while(self, accept: Callable[[T | Signal], bool]) -> list[T | Signal]:
+        """The items queued right now, from the front, as long as ``accept`` takes them;
+        never waits."""
+        items = self._items
+        taken: list[T | Signal] = []
+        while items and accept(items[0]):
+            taken.append(items.popleft())
+        if taken:
+            self._taken()
+        return taken
+
+    def close(self) -> None:
+        self._timer.cancel()
+
+    def _taken(self) -> None:
+        if self._putters and len(self._items) <= self._low:
             for room in self._putters:
                 if not room.done():
                     room.set_result(None)
             self._putters.clear()
-        return item
-
-    def close(self) -> None:
-        self._timer.cancel()
 
     def _add(self, item: T | Signal) -> None:
         self._items.append(item)

@@ -93,3 +93,28 @@ async def test_a_held_producer_resumes_once_the_relay_is_down_to_half() -> None:
     await asyncio.wait_for(fifth, 1)
     assert [await relay.get() for _ in range(3)] == [2, 3, 4]
     relay.close()
+
+
+async def test_take_while_takes_the_queued_items_from_the_front_as_long_as_accepted() -> None:
+    relay: Relay[int] = Relay(30.0)
+    assert relay.take_while(lambda item: True) == [], "an empty relay: nothing, no wait"
+    for i in (2, 4, 5, 6):
+        await relay.put(i)
+    assert relay.take_while(lambda item: isinstance(item, int) and item % 2 == 0) == [2, 4]
+    assert await relay.get() == 5, "the first item not accepted stays first"
+    assert relay.take_while(lambda item: False) == []
+    assert await relay.get() == 6
+    relay.close()
+
+
+async def test_take_while_frees_a_held_producer_like_get() -> None:
+    relay: Relay[int] = Relay(30.0, size=4)
+    for i in range(4):
+        await relay.put(i)
+    fifth = asyncio.create_task(relay.put(4))
+    await asyncio.sleep(0.01)
+    assert not fifth.done()
+    assert relay.take_while(lambda item: True) == [0, 1, 2, 3]
+    await asyncio.wait_for(fifth, 1)
+    assert await relay.get() == 4
+    relay.close()

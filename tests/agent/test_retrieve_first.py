@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import groupby
 
 import pytest
 
@@ -47,12 +48,14 @@ async def test_searches_once_then_answers_from_the_numbered_sources(
     events = await collect(agent.run(request(QUESTION)))
 
     check_events(events)
-    assert kinds(events) == [
+    # Chunks that queue behind the stream go as one delta (test_merged_deltas): how many
+    # queue depends on how the socket delivered them, so the deltas are counted as one run.
+    assert [kind for kind, _ in groupby(kinds(events))] == [
         "RunStarted",
         "ToolCallStarted",
         "SourcesFound",
         "ToolCallCompleted",
-        *["AnswerDelta"] * 4,
+        "AnswerDelta",
         "Completed",
     ]
     started, found, ended = shown(events)[1:4]

@@ -49,12 +49,12 @@ from ragagent.v1 import corpus_pb2, corpus_pb2_grpc
 
 from tests.bench.bench_soak import POSTGRES_DSN, database
 from tests.bench.common import BOOK
+from tests.bench.overhead_cpu import cpu
 from tests.bench.overhead_phases import (
     MODEL_NAME,
     Figure,
     Size,
     concurrency,
-    cpu,
     first_token,
     relay,
 )

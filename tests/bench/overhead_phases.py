@@ -4,7 +4,6 @@ already started, the sides taking turns, and returns its figures."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from tests.bench.overhead_load import (
     p,
     set_shape,
 )
-from tests.bench.sides import Side, instructions, perf_counts
+from tests.bench.sides import Side
 from tests.processes import ModelProcess
 
 MODEL_NAME = "fake-model"
@@ -220,117 +219,6 @@ async def relay(rag: Side, floor: Side, model: ModelProcess, size: Size) -> list
             ">= 0.95x bare",
             0.95,
             at_least=True,
-        )
-    ]
-
-
-async def cpu(
-    sides: dict[str, Side], model: ModelProcess, size: Size, *, against: str | None = None
-) -> list[Figure]:
-    """CPU per answered question, the sides taking turns question by question (each asks
-    the same question, in a rotating order, over a channel of its own kept open): a 2-core
-    VM's speed drifts by 20 % within seconds, and rounds of several questions per side
-    compared rounds run at different speeds (three runs of identical code: 1.17-1.39x). A
-    ratio is the median over questions of the per-question ratio; a question one side did
-    not answer is left out of every side's figures. ``against``: the git revision that the
-    side named "before" runs (shown only: a comparison, not a target)."""
-    n = size.cpu_rounds * size.questions
-    print(f"  CPU: {n} questions per side, taking turns question by question")
-    await set_shape(model.base_url, size.answer_chunks, 0.0)
-    names = list(sides)
-    unanswered = Counter[str]()
-    t = Rounds()
-    channels = {name: grpc.aio.insecure_channel(side.target) for name, side in sides.items()}
-    try:
-        stubs = {name: agent_pb2_grpc.AgentServiceStub(c) for name, c in channels.items()}
-        for name in names:
-            for i in range(size.warm_questions):
-                await ask(stubs[name], QUESTIONS[i % len(QUESTIONS)])
-        async with contextlib.AsyncExitStack() as stack:
-            # Instructions, unlike CPU seconds, hardly depend on the machine's other load:
-            # counted over the whole phase, side by side (where perf can count them).
-            counting = perf_counts()
-            counted = {
-                name: await stack.enter_async_context(
-                    instructions(side.server.pid, enabled=counting)
-                )
-                for name, side in sides.items()
-            }
-            for index in range(n):
-                query = QUESTIONS[index % len(QUESTIONS)]
-                spent: dict[str, float] = {}
-                failed = False
-                # Every question in every order, in turn (6 questions, 3 sides).
-                for name in rotated(names, index + index // len(QUESTIONS)):
-                    before = sides[name].cpu()
-                    answer = await ask(stubs[name], query)
-                    spent[name] = sides[name].cpu() - before
-                    if not answer.answered:
-                        unanswered[name] += 1
-                        failed = True
-                if not failed:
-                    for name in names:
-                        t.add(name, spent[name])
-    finally:
-        for channel in channels.values():
-            await channel.close()
-    for name in names:
-        if unanswered[name] == n:
-            raise RuntimeError(f"{name} answered none of {n} questions")
-    executed = {
-        name: c.instructions / (n - unanswered[name])
-        for name, c in counted.items()
-        if c.instructions is not None
-    }
-    ms = 1000.0
-    note = f"; unanswered {dict(unanswered)}" if unanswered else ""
-    measured = f"{t.median('ragagent') * ms:.1f} ms{note}"
-    figures = [
-        Figure(
-            "server CPU per answered question vs the Agents SDK (agentic, one tool call)",
-            measured,
-            f"Agents SDK behind a minimal servicer {t.median('peer') * ms:.1f} ms",
-            t.ratio("ragagent", "peer"),
-            "<= 0.8x SDK",
-            0.8,
-        ),
-        Figure(
-            "server CPU per answered question vs bare",
-            measured,
-            f"bare floor {t.median('floor') * ms:.1f} ms",
-            t.ratio("ragagent", "floor"),
-            "<= 1.1x bare",
-            1.1,
-        ),
-    ]
-    figures += _against(t, measured, against)
-    if executed:
-        mega = 1e6
-        figures.append(
-            Figure(
-                "server instructions per answered question vs bare (perf stat)",
-                f"{executed['ragagent'] / mega:.1f} M",
-                f"bare floor {executed['floor'] / mega:.1f} M, "
-                f"Agents SDK {executed['peer'] / mega:.1f} M",
-                executed["ragagent"] / executed["floor"],
-                "<= 1.1x bare",
-                1.1,
-            )
-        )
-    return figures
-
-
-def _against(t: Rounds, measured: str, revision: str | None) -> list[Figure]:
-    """ragagent against itself at ``revision`` (the side named "before"): shown only."""
-    if revision is None:
-        return []
-    return [
-        Figure(
-            f"server CPU per answered question vs ragagent at {revision}",
-            measured,
-            f"{revision} {t.median('before') * 1000.0:.1f} ms",
-            t.ratio("ragagent", "before"),
-            "(compared)",
         )
     ]
 

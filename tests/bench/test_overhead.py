@@ -84,6 +84,9 @@ async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> 
         f"relay of {bench_overhead.TINY.relay_chunks:,} streamed chunks",
         "server CPU per answered question vs the Agents SDK (agentic, one tool call)",
         "server CPU per answered question vs bare",
+        "answer messages per question",
+        "server CPU per answered question vs bare, chunks 2 ms apart",
+        "answer messages per question, paced",
         f"{streams} concurrent streams: completed",
         f"{streams} concurrent streams: first token p50 / p99",
         f"{streams} concurrent streams: peak RSS",
@@ -98,6 +101,11 @@ async def test_a_tiny_run_measures_every_phase_on_every_side(tmp_path: Path) -> 
         f"{streams} of {streams}"
     )
     assert "unanswered" not in figures["server CPU per answered question vs bare"]["measured"]
+    # The floor sends one message per model chunk; ragagent as many or fewer (queued as one).
+    chunks = bench_overhead.TINY.answer_chunks
+    for shape in ("answer messages per question", "answer messages per question, paced"):
+        assert figures[shape]["baseline"] == f"bare floor {chunks}", figures[shape]
+        assert 0 < float(figures[shape]["measured"]) <= chunks, figures[shape]
     if INSTRUCTIONS in figures:  # perf counted each side's instructions, each more than none
         assert figures[INSTRUCTIONS]["value"] > 0
         assert not figures[INSTRUCTIONS]["measured"].startswith("0.0 M")

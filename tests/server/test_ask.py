@@ -95,7 +95,10 @@ async def test_agentic_run_calls_the_tool_and_streams_a_cited_answer(
         ChatReply.calls(
             ToolCallScript("qdrant_retrieval", json.dumps({"query": "URDF links", "top_k": 3}))
         ),
-        ChatReply.text("A URDF file lists the links and joints of a robot [1].", pieces=5),
+        # Paced like a model writing: deltas that queue behind a busy stream go as one.
+        ChatReply.text(
+            "A URDF file lists the links and joints of a robot [1].", pieces=5, delta_interval=0.05
+        ),
     )
     async with running_server(
         tmp_path, llm_base_url=fake_llm.base_url, agent_strategy=strategy, documents=BOOKLET

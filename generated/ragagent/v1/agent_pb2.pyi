@@ -638,7 +638,10 @@ Global___SourcesFound: _TypeAlias = SourcesFound  # noqa: Y015
 
 @_typing.final
 class AnswerDelta(_message.Message):
-    """AnswerDelta is a piece of the answer text."""
+    """AnswerDelta is a piece of the answer text: what the model wrote since the previous delta
+    was sent. One model chunk while the stream keeps up; several as one when they queued while
+    the stream was sending (a fast model, a loaded server). Never hold on to the pieces' sizes.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -579,7 +579,9 @@ export const SourcesFoundSchema: GenMessage<SourcesFound> = /*@__PURE__*/
   messageDesc(file_ragagent_v1_agent, 7);
 
 /**
- * AnswerDelta is a piece of the answer text.
+ * AnswerDelta is a piece of the answer text: what the model wrote since the previous delta
+ * was sent. One model chunk while the stream keeps up; several as one when they queued while
+ * the stream was sending (a fast model, a loaded server). Never hold on to the pieces' sizes.
  *
  * @generated from message ragagent.v1.AnswerDelta
  */
