@@ -581,7 +581,7 @@ export const SourcesFoundSchema: GenMessage<SourcesFound> = /*@__PURE__*/
 /**
  * AnswerDelta is a piece of the answer text: what the model wrote since the previous delta
  * was sent. One model chunk while the stream keeps up; several as one when they queued while
- * the stream was sending (a fast model, a loaded server). Never hold on to the pieces' sizes.
+ * the stream was sending (a fast model, a loaded server). Do not rely on where one delta ends.
  *
  * @generated from message ragagent.v1.AnswerDelta
  */
