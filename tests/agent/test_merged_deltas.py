@@ -15,7 +15,7 @@ from typing import Any
 
 from service.agent import AnswerDelta, CitationFound
 from service.agent.model import TextDelta, TurnEnd
-from service.domain import ResponseStatus
+from service.domain import Deadline, ResponseStatus
 from tests.agent.support import check_events, collect, completed, request
 from tests.agent.test_model_capabilities import QUESTION, agent_with
 from tests.fakes.chat_model import FakeChatModel, Scripted
@@ -107,3 +107,13 @@ async def _first_delta(events: AsyncGenerator[Any, None]) -> AnswerDelta:
         if isinstance(event, AnswerDelta):
             return event
     raise AssertionError("no answer delta")
+
+
+async def test_the_fake_model_streams_its_text_back_exactly() -> None:
+    # The deltas these tests count come from it: a word equal to the first keeps its space.
+    text = "the robot and the arm"
+    model = FakeChatModel(Scripted(text=text))
+    stream = model.stream([], temperature=0.0, deadline=Deadline())
+    words = [e.text async for e in stream if isinstance(e, TextDelta)]
+    assert words == ["the", " robot", " and", " the", " arm"]
+    assert "".join(words) == text

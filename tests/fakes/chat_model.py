@@ -118,8 +118,10 @@ class FakeChatModel:
         )
         if turn.empty_when_streamed:
             raise EmptyStream("empty stream")
-        for word in turn.text.split(" "):
-            yield TextDelta(word if word == turn.text.split(" ")[0] else " " + word)
+        # Word by word; every word but the first keeps the space before it (a word equal to
+        # the first one is no exception: the deltas add up to the text).
+        for index, word in enumerate(turn.text.split(" ")):
+            yield TextDelta(word if index == 0 else " " + word)
         yield self._end(turn)
 
     async def complete(
