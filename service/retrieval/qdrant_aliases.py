@@ -23,6 +23,7 @@ from service.retrieval.qdrant_calls import QdrantCalls
 from service.retrieval.qdrant_create import setup_call
 
 RECORDS_SUFFIX = "__documents"
+NOT_FOUND = frozenset({404})
 _GENERATION = re.compile(r"_g(\d+)$")
 
 
@@ -72,6 +73,9 @@ async def point(calls: QdrantCalls, alias: str, target: str, deadline: Deadline 
             partial(calls.client.update_collection_aliases, operations),
             deadline,
             "pointing the aliases",
+            # A collection named here that another replica is still creating (this one got
+            # its 409), or that a cluster's peer has not applied yet, is missing for a moment.
+            also_transient=NOT_FOUND,
         )
     except StoreUnavailable:
         # Lost a race with another replica making the same aliases: fine if they are right.

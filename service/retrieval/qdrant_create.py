@@ -40,10 +40,10 @@ def status_of(error: BaseException) -> int | None:
     return None
 
 
-def _transient(error: BaseException) -> bool:
+def _transient(error: BaseException, also: frozenset[int] = frozenset()) -> bool:
     status = status_of(error)
     if status is not None:
-        return status >= 500 or status == 429
+        return status >= 500 or status == 429 or status in also
     cause = error.__cause__ if isinstance(error, StoreUnavailable) else error
     return isinstance(cause, ResponseHandlingException | OSError)  # connection refused, reset
 
@@ -55,9 +55,11 @@ async def setup_call(
     what: str,
     *,
     attempts: int = ATTEMPTS,
+    also_transient: frozenset[int] = frozenset(),
 ) -> T | None:
     """One call of the collection set-up: None when Qdrant answers that it already exists
-    (409), the call's result otherwise; 5xx and lost connections are retried."""
+    (409), the call's result otherwise; 5xx, lost connections and the statuses in
+    ``also_transient`` are retried."""
     pause = FIRST_PAUSE_S
     for attempt in range(1, attempts + 1):
         try:
@@ -67,7 +69,7 @@ async def setup_call(
                 log.info("already there (another replica made it)", step=what)
                 return None
             left = deadline.timeout(pause + 1) if deadline else pause + 1
-            if attempt == attempts or not _transient(error) or left <= pause:
+            if attempt == attempts or not _transient(error, also_transient) or left <= pause:
                 raise
             log.warning(
                 "the vector store failed during set-up; retrying",

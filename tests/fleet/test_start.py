@@ -76,3 +76,17 @@ def test_cluster_settings_are_applied_to_every_collection_created() -> None:
     assert set(made) == {first, f"{first}__documents", f"{collection}__leases"}
     for body in made.values():
         assert {k: body.get(k) for k in cluster} == cluster
+
+
+def test_aliases_to_a_collection_not_yet_visible_are_pointed_once_it_is() -> None:
+    """A replica whose creation of a collection got 409 may point the aliases before the
+    replica that creates it has finished (or before a cluster's peer applied it): Qdrant
+    answers 404 for a moment, which the set-up retries like a 5xx instead of failing."""
+    collection = f"fleet_{uuid.uuid4().hex[:8]}"
+    first = f"{collection}_g1"
+    with qdrant_standin() as qdrant:
+        qdrant.inject(r"^POST /collections/aliases$", 404, times=2)
+        asyncio.run(_create_with(qdrant.url, collection, {}))
+        named = {a.alias_name: a.collection_name for a in qdrant.local.get_aliases().aliases}
+    assert qdrant.answered.get(404, 0) == 2
+    assert named == {collection: first, f"{collection}__documents": f"{first}__documents"}
